@@ -1,0 +1,455 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tempPrefix starts the name of a file still being written. List never shows
+// such a file, RemoveStaleTemps removes the ones a crash left, and no key may
+// hold a segment starting with it, so a temporary name never collides with
+// an object.
+const tempPrefix = ".tmp-"
+
+// Dir is a Store over a local directory, the server's data directory: the
+// key "objects/<tenant id>/<version id>" is the file of that path under it.
+type Dir struct {
+	root string
+}
+
+// NewDir opens the directory root, which must exist (init creates it, with
+// the mode it chooses).
+func NewDir(root string) (*Dir, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: data directory %s: %w", root, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: data directory %s: %w", abs, unwrapPath(err))
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("objstore: data directory %s is not a directory", abs)
+	}
+	return &Dir{root: abs}, nil
+}
+
+// String names the store for operators; it never names a key.
+func (d *Dir) String() string { return "directory " + d.root }
+
+var errBadKey = errors.New("objstore: invalid object key")
+
+// path maps a key to its file. Besides ValidKey, it refuses a segment that
+// looks like a temporary name, so no key can reach an upload in progress.
+// A valid key has no "..", no leading "/", no backslash and no NUL, so the
+// joined path stays under root.
+func (d *Dir) path(key string) (string, error) {
+	if !ValidKey(key) || hasTempSegment(key) {
+		return "", errBadKey
+	}
+	return filepath.Join(d.root, filepath.FromSlash(key)), nil
+}
+
+func hasTempSegment(key string) bool {
+	for seg := range strings.SplitSeq(key, "/") {
+		if strings.HasPrefix(seg, tempPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Upload creates a temporary file beside the object's final name; Commit
+// syncs it and publishes it (docs/FORMAT.md: write new under a fresh name,
+// then commit).
+func (d *Dir) Upload(ctx context.Context, key string, createOnly bool) (Upload, error) {
+	final, err := d.path(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(final)
+	if err := d.mkdirs(dir); err != nil {
+		return nil, err
+	}
+	// CreateTemp makes the file with mode 0600 and O_EXCL under a random
+	// name, so concurrent uploads of one key never share a temporary file.
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return nil, fsErr("create temporary file", err)
+	}
+	return &dirUpload{ctx: ctx, f: f, dir: dir, final: final, createOnly: createOnly}, nil
+}
+
+// mkdirs creates the folders leading to dir with mode 0700 and syncs the
+// parent of each one, so a synced object is never lost with a folder entry
+// that was still only in memory. It syncs after EEXIST too: a concurrent
+// upload may have created the folder and not synced its parent yet. This
+// costs a few syncs only when the object's folder is new.
+func (d *Dir) mkdirs(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	rel, err := filepath.Rel(d.root, dir)
+	if err != nil || rel == "." {
+		return nil
+	}
+	p := d.root
+	for seg := range strings.SplitSeq(rel, string(filepath.Separator)) {
+		parent := p
+		p = filepath.Join(p, seg)
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fsErr("create folder", err)
+		}
+		if err := syncDir(parent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type dirUpload struct {
+	ctx        context.Context
+	f          *os.File
+	dir, final string
+	createOnly bool
+	err        error // the first write error, returned again by Commit
+	done       bool
+}
+
+var errEnded = errors.New("objstore: upload already ended")
+
+func (u *dirUpload) Write(p []byte) (int, error) {
+	if u.done {
+		return 0, errEnded
+	}
+	if u.err != nil {
+		return 0, u.err
+	}
+	n, err := u.f.Write(p)
+	if err != nil {
+		u.err = fsErr("write", err)
+	}
+	return n, u.err
+}
+
+func (u *dirUpload) Commit() error {
+	if u.done {
+		return errEnded
+	}
+	u.done = true
+	tmp := u.f.Name()
+	err := u.commit(tmp)
+	if err != nil {
+		u.f.Close()
+		os.Remove(tmp)
+	}
+	return err
+}
+
+func (u *dirUpload) commit(tmp string) error {
+	if u.err != nil {
+		return u.err
+	}
+	if err := u.ctx.Err(); err != nil {
+		return err
+	}
+	// The bytes must be on disk before any name points to them: a crash
+	// after the rename must not publish an empty or torn file.
+	if err := u.f.Sync(); err != nil {
+		return fsErr("sync", err)
+	}
+	if err := u.f.Close(); err != nil {
+		return fsErr("close", err)
+	}
+	if u.createOnly {
+		// link(2) fails when the name exists, atomically, where rename(2)
+		// would replace it: of two concurrent create-only uploads exactly
+		// one wins.
+		err := os.Link(tmp, u.final)
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			return ErrExists
+		}
+		if err != nil {
+			return fsErr("link", err)
+		}
+	} else if err := os.Rename(tmp, u.final); err != nil {
+		return fsErr("rename", err)
+	}
+	// The new name is durable only once its folder is synced.
+	return syncDir(u.dir)
+}
+
+func (u *dirUpload) Abort() {
+	if u.done {
+		return
+	}
+	u.done = true
+	u.f.Close()
+	os.Remove(u.f.Name())
+}
+
+// open opens the object's file, mapping a missing file, a missing folder on
+// the way and a folder in place of a file to ErrNotFound.
+func (d *Dir) open(key string) (*os.File, fs.FileInfo, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(p)
+	if missing(err) {
+		return nil, nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fsErr("open", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fsErr("stat", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, ErrNotFound
+	}
+	return f, fi, nil
+}
+
+func (d *Dir) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, _, err := d.open(key)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (d *Dir) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("objstore: negative range %d+%d", off, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, fi, err := d.open(key)
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	if off >= size {
+		f.Close()
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	n = min(n, size-off)
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, off, n), f}, nil
+}
+
+func (d *Dir) Stat(ctx context.Context, key string) (Info, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, err
+	}
+	fi, err := os.Stat(p)
+	if missing(err) {
+		return Info{}, ErrNotFound
+	}
+	if err != nil {
+		return Info{}, fsErr("stat", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Info{}, ErrNotFound
+	}
+	return Info{Key: key, Size: fi.Size(), Modified: fi.ModTime()}, nil
+}
+
+// Delete unlinks the file and syncs its folder, so a purge that then Stats
+// the key learns the state that survives a crash.
+func (d *Dir) Delete(ctx context.Context, key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fsErr("stat", err)
+	}
+	if fi.IsDir() {
+		// A folder is not an object; os.Remove would delete an empty one.
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fsErr("delete", err)
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// List walks the folders under prefix. The prefix may end inside a name
+// ("objects/ab" lists "objects/ab…/…" and "objects/abc"); the part up to
+// its last "/" must itself be a valid folder.
+func (d *Dir) List(ctx context.Context, prefix string, fn func(Info) error) error {
+	folder, name := "", prefix
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		folder, name = prefix[:i+1], prefix[i+1:]
+		if _, err := d.path(folder[:i]); err != nil {
+			return errors.New("objstore: invalid list prefix")
+		}
+	}
+	return d.walk(ctx, folder, name, func(key string, fi fs.FileInfo, temp bool) error {
+		if temp {
+			return nil
+		}
+		return fn(Info{Key: key, Size: fi.Size(), Modified: fi.ModTime()})
+	})
+}
+
+// walk calls visit for each regular file under the folder rel ("" or ending
+// in "/") whose name starts with name, descending into folders, symbolic
+// links included so an operator may move objects/ to another disk. Files
+// come in the lexical order of their keys: a folder sorts as its name
+// followed by "/", as its keys do.
+func (d *Dir) walk(ctx context.Context, rel, name string, visit func(key string, fi fs.FileInfo, temp bool) error) error {
+	entries, err := os.ReadDir(filepath.Join(d.root, filepath.FromSlash(rel)))
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fsErr("read folder", err)
+	}
+	type item struct {
+		sortKey string
+		fi      fs.FileInfo
+	}
+	items := make([]item, 0, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), name) || strings.ContainsRune(e.Name(), '\\') {
+			continue
+		}
+		var fi fs.FileInfo
+		if e.Type()&fs.ModeSymlink != 0 {
+			fi, err = os.Stat(filepath.Join(d.root, filepath.FromSlash(rel), e.Name()))
+		} else {
+			fi, err = e.Info()
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since ReadDir
+		}
+		if err != nil {
+			return fsErr("stat", err)
+		}
+		switch {
+		case fi.IsDir():
+			items = append(items, item{e.Name() + "/", fi})
+		case fi.Mode().IsRegular():
+			items = append(items, item{e.Name(), fi})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.sortKey, b.sortKey) })
+	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		key := rel + it.sortKey
+		if it.fi.IsDir() {
+			if strings.HasPrefix(it.sortKey, tempPrefix) {
+				continue
+			}
+			if err := d.walk(ctx, key, "", visit); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := visit(key, it.fi, strings.HasPrefix(it.sortKey, tempPrefix)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveStaleTemps removes the temporary files of uploads that a crash cut
+// off, when last written more than olderThan ago: an upload in progress
+// keeps writing, so a margin longer than any upload leaves it alone. It
+// returns how many it removed.
+func (d *Dir) RemoveStaleTemps(olderThan time.Duration) (int, error) {
+	if olderThan < 0 {
+		return 0, errors.New("objstore: negative age for stale temporary files")
+	}
+	cutoff := time.Now().Add(-olderThan)
+	removed := 0
+	err := d.walk(context.Background(), "", "", func(key string, fi fs.FileInfo, temp bool) error {
+		if !temp || !fi.ModTime().Before(cutoff) {
+			return nil
+		}
+		err := os.Remove(filepath.Join(d.root, filepath.FromSlash(key)))
+		if err == nil {
+			removed++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fsErr("remove temporary file", err)
+		}
+		return nil
+	})
+	return removed, err
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fsErr("open folder", err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fsErr("sync folder", err)
+	}
+	return nil
+}
+
+// fsErr turns a file system error into one that names the operation but
+// not the path: the path holds a tenant id, which the server's log must
+// never show.
+func fsErr(op string, err error) error {
+	return fmt.Errorf("objstore: %s: %w", op, unwrapPath(err))
+}
+
+// missing reports an error saying that no file has the path: none by that
+// name, or a file where one of its folders should be.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}

@@ -132,3 +132,10 @@ func NewV7(t time.Time) ID {
 	id[7] = byte(seq)
 	return id
 }
+
+// Time is the creation time a UUIDv7 carries, to the millisecond.
+func Time(id ID) time.Time {
+	var ts [8]byte
+	copy(ts[2:], id[0:6])
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(ts[:])))
+}

@@ -1,0 +1,172 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+)
+
+// Delete hides every version of a vCon (DELETE /vcons/{uuid}). With a
+// retention of 0d the versions it hid are purged before it returns; when
+// that purge stops after the keys were destroyed it returns
+// ErrPurgeIncomplete: the vCon is unreadable, the sweep removes the rest.
+func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
+	var hid []ids.ID
+	var purgeNow bool
+	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+		var err error
+		if hid, err = tx.Hide(tenant, uuid); err != nil {
+			return err
+		}
+		t, err := tx.Tenant(tenant)
+		if err != nil {
+			return err
+		}
+		purgeNow = a.retention(t) == 0
+		return nil
+	})
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return err
+	case !purgeNow:
+		return nil
+	}
+	n, err := a.Purge(ctx, hid)
+	if err != nil {
+		if n > 0 {
+			a.logError("delete: purge left work for the sweep", err)
+			return ErrPurgeIncomplete
+		}
+		return err
+	}
+	return nil
+}
+
+// Purge purges those of the given versions that may be purged now (hidden,
+// not held, past retention, checked again inside the key's transaction).
+// It returns how many keys it destroyed. An error after that means some
+// bytes remain; the versions stay in the "key destroyed" state and Sweep
+// or the next start finishes them.
+func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
+	if len(versions) == 0 {
+		return 0, nil
+	}
+	var destroyed []catalog.Version
+	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+		var err error
+		destroyed, err = tx.DestroyKeys(versions, a.DefaultRetention)
+		return err
+	})
+	if err != nil {
+		return 0, wrapf("purge: destroy keys", err)
+	}
+	if len(destroyed) == 0 {
+		return 0, nil
+	}
+	if err := a.checkpoint(ctx); err != nil {
+		return len(destroyed), err
+	}
+	var errs []error
+	for _, v := range destroyed {
+		if err := a.finishPurge(ctx, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(destroyed), errors.Join(errs...)
+}
+
+// checkpoint pushes the key deletion out of the WAL, bounded in time so a
+// reader holding a snapshot cannot stall a request forever.
+func (a *Archive) checkpoint(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return a.Cat.Checkpoint(cctx)
+}
+
+// finishPurge removes the bytes of a version whose key is destroyed: the
+// tombstone first, then the object, proven gone, then the catalog row.
+func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
+	if v.Location == catalog.Packed {
+		return a.purgePacked(ctx, v)
+	}
+	if err := a.writeTombstone(ctx, v); err != nil {
+		return err
+	}
+	key := ObjectKey(v.Location, v.Tenant, v.ID)
+	if err := a.Objects.Delete(ctx, key); err != nil {
+		return wrapf("purge: delete object", err)
+	}
+	if _, err := a.Objects.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+		if err == nil {
+			err = errors.New("the storage still holds an object it was told to delete")
+		}
+		return wrapf("purge: prove the object gone", err)
+	}
+	return a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.FinishPurge(v.ID) })
+}
+
+func (a *Archive) writeTombstone(ctx context.Context, v catalog.Version) error {
+	err := objstore.Put(ctx, a.Objects, TombstoneKey(a.Loc, v.Tenant, v.ID), bytes.NewReader(nil), false)
+	if err != nil {
+		return wrapf("purge: write tombstone", err)
+	}
+	return nil
+}
+
+// purgePacked is the purge of a row in a Parquet pack file; it belongs to
+// Parquet storage, which is not in this build yet.
+func (a *Archive) purgePacked(ctx context.Context, v catalog.Version) error {
+	return fmt.Errorf("purge: packed versions need Parquet storage")
+}
+
+// Sweep finishes purges left unfinished, then purges every version whose
+// retention ran out. It returns the number of versions purged.
+func (a *Archive) Sweep(ctx context.Context) (int, error) {
+	var errs []error
+	unfinished, err := a.Cat.Purging(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(unfinished) > 0 {
+		// The key deletion may still sit in the WAL if a checkpoint failed.
+		if err := a.checkpoint(ctx); err != nil {
+			return 0, err
+		}
+	}
+	done := 0
+	for _, v := range unfinished {
+		if err := a.finishPurge(ctx, v); err != nil {
+			errs = append(errs, err)
+		} else {
+			done++
+		}
+	}
+	for {
+		due, err := a.Cat.PurgeDue(ctx, a.DefaultRetention, a.now(), 500)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if len(due) == 0 {
+			break
+		}
+		n, err := a.Purge(ctx, due)
+		done += n
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return done, errors.Join(errs...)
+}

@@ -1,0 +1,86 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+// Open returns the current version of a vCon and a reader of its bytes as
+// they were stored. The reader returns bytes only once the chunk holding
+// them authenticated; a damaged version fails with an error wrapping
+// ErrDamaged part way, so callers that stream it must abort the answer.
+func (a *Archive) Open(ctx context.Context, tenant, uuid ids.ID) (catalog.Version, io.ReadCloser, error) {
+	// The location is resolved in a short read, never held across I/O; a
+	// version packed or moved meanwhile is looked up again (invariant 7).
+	for attempt := 0; ; attempt++ {
+		v, err := a.Cat.Current(ctx, tenant, uuid)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return v, nil, ErrNotFound
+		}
+		if err != nil {
+			return v, nil, err
+		}
+		rc, err := a.OpenVersion(ctx, v)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			continue
+		}
+		return v, rc, err
+	}
+}
+
+// OpenVersion opens the sealed bytes of v with its data key.
+func (a *Archive) OpenVersion(ctx context.Context, v catalog.Version) (io.ReadCloser, error) {
+	if v.WrappedKey == nil {
+		return nil, ErrNotFound
+	}
+	dk, err := a.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
+	if err != nil {
+		return nil, errors.Join(ErrDamaged, err)
+	}
+	raw, err := a.Sealed(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	r, err := seal.NewReader(raw, dk, v.Tenant, v.ID)
+	if err != nil {
+		raw.Close()
+		return nil, errors.Join(ErrDamaged, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, raw}, nil
+}
+
+// Sealed streams the sealed bytes of v from wherever they are: one GET of
+// the object, or one ranged GET of its row in a pack file.
+func (a *Archive) Sealed(ctx context.Context, v catalog.Version) (io.ReadCloser, error) {
+	switch v.Location {
+	case catalog.Packed:
+		if v.PackKey == "" {
+			return nil, ErrDamaged
+		}
+		return a.Objects.GetRange(ctx, v.PackKey, v.PackOffset, v.PackLength)
+	default:
+		return a.Objects.Get(ctx, ObjectKey(v.Location, v.Tenant, v.ID))
+	}
+}
+
+// Versions lists the kept versions of a vCon, newest first; ErrNotFound
+// when the tenant has none of it.
+func (a *Archive) Versions(ctx context.Context, tenant, uuid ids.ID) ([]catalog.Version, error) {
+	vs, err := a.Cat.Versions(ctx, tenant, uuid)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, ErrNotFound
+	}
+	return vs, nil
+}

@@ -1,0 +1,136 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+)
+
+// Recovery counts what a start-up recovery repaired.
+type Recovery struct {
+	Temps       int // temporary files a crash left
+	Orphans     int // objects no catalog row names
+	Tombstoned  int // keys destroyed again from storage tombstones
+	PurgesEnded int // unfinished purges finished
+}
+
+// Recover repairs what a crash can leave (docs/FORMAT.md, "Recovery"). It
+// runs at start, while this process holds the data directory's lock, so no
+// store is in flight: every object no row names was written by a request
+// that never committed, and its key was never kept (invariant 2).
+func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
+	var rec Recovery
+	if d, ok := a.Objects.(interface {
+		RemoveStaleTemps(time.Duration) (int, error)
+	}); ok {
+		n, err := d.RemoveStaleTemps(0)
+		if err != nil {
+			return rec, err
+		}
+		rec.Temps = n
+	}
+	tenants, err := a.Cat.Tenants(ctx)
+	if err != nil {
+		return rec, err
+	}
+	for _, t := range tenants {
+		n, err := a.reapplyTombstones(ctx, t.ID)
+		if err != nil {
+			return rec, err
+		}
+		rec.Tombstoned += n
+		n, err = a.removeOrphans(ctx, t.ID, a.now())
+		if err != nil {
+			return rec, err
+		}
+		rec.Orphans += n
+	}
+	n, err := a.Sweep(ctx)
+	rec.PurgesEnded = n
+	return rec, err
+}
+
+func (a *Archive) tenantPrefix(kind string, tenant ids.ID) string {
+	if a.Loc == catalog.InDir {
+		return kind + "/" + tenant.String() + "/"
+	}
+	return "tenants/" + tenant.String() + "/" + kind + "/"
+}
+
+// reapplyTombstones destroys the key of every version that storage says was
+// purged but the catalog can still open: the catalog was restored from a
+// backup taken before the purge.
+func (a *Archive) reapplyTombstones(ctx context.Context, tenant ids.ID) (int, error) {
+	var found []ids.ID
+	err := a.Objects.List(ctx, a.tenantPrefix("purged", tenant), func(info objstore.Info) error {
+		id, err := ids.Parse(info.Key[strings.LastIndexByte(info.Key, '/')+1:])
+		if err != nil {
+			return nil
+		}
+		v, err := a.Cat.Version(ctx, id)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if v.Purge == catalog.Kept {
+			found = append(found, id)
+		}
+		return nil
+	})
+	if err != nil || len(found) == 0 {
+		return 0, err
+	}
+	n := 0
+	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+		for _, id := range found {
+			ok, err := tx.DestroyKeyOf(id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, a.checkpoint(ctx)
+}
+
+// removeOrphans deletes the tenant's objects that no row names and whose
+// version id was made before cutoff.
+func (a *Archive) removeOrphans(ctx context.Context, tenant ids.ID, cutoff time.Time) (int, error) {
+	var orphans []string
+	err := a.Objects.List(ctx, a.tenantPrefix("objects", tenant), func(info objstore.Info) error {
+		id, err := ids.Parse(info.Key[strings.LastIndexByte(info.Key, '/')+1:])
+		if err != nil || ids.Time(id).After(cutoff) {
+			return nil
+		}
+		ok, err := a.Cat.Exists(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			orphans = append(orphans, info.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, key := range orphans {
+		if err := a.Objects.Delete(ctx, key); err != nil {
+			return 0, wrapf("recovery: delete orphan object", err)
+		}
+	}
+	return len(orphans), nil
+}

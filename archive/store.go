@@ -1,0 +1,135 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/vcon"
+)
+
+// StoreRequest is one POST or PUT of a vCon.
+type StoreRequest struct {
+	Tenant          ids.ID
+	UUID            *ids.ID // from the URL of a PUT; nil for a POST
+	Mode            catalog.StoreMode
+	Body            io.Reader
+	ContentType     string // as it will be served back
+	ContentEncoding string // "gzip" or ""
+}
+
+// Stored is what a successful store answers.
+type Stored struct {
+	UUID     ids.ID
+	Version  ids.ID
+	StoredAt time.Time
+	Replaced bool
+	Meta     *vcon.Meta
+}
+
+// Gzip reports whether the request's body is gzip as sent.
+func (r StoreRequest) Gzip() bool {
+	return r.ContentEncoding == "gzip" || r.ContentType == "application/vcon+gzip"
+}
+
+// Store seals the body into storage while inspecting the same bytes, then
+// commits the version (docs/FORMAT.md, "Store"). The body is read once and
+// never held whole: the sealed stream goes to storage, the clear one through
+// a bounded inspector. Nothing is visible in storage until the inspection
+// passed; the catalog row, and with it the wrapped key, is committed last.
+func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
+	if req.Mode == catalog.CreateOnly && req.UUID != nil {
+		if has, err := a.Cat.HasCurrent(ctx, req.Tenant, *req.UUID); err != nil {
+			return Stored{}, err
+		} else if has {
+			return Stored{}, catalog.ErrExists
+		}
+	}
+	now := a.now()
+	vid := ids.NewV7(now)
+	dk, err := seal.NewDataKey()
+	if err != nil {
+		return Stored{}, err
+	}
+	up, err := a.Objects.Upload(ctx, ObjectKey(a.Loc, req.Tenant, vid), true)
+	if err != nil {
+		return Stored{}, wrapf("store: start object", err)
+	}
+	defer up.Abort()
+	sw, err := seal.NewWriter(up, dk, req.Tenant, vid)
+	if err != nil {
+		return Stored{}, err
+	}
+
+	pr, pw := io.Pipe()
+	type result struct {
+		meta *vcon.Meta
+		err  error
+	}
+	inspected := make(chan result, 1)
+	go func() {
+		m, err := vcon.Inspect(pr, req.Gzip(), a.MaxSize)
+		if err != nil {
+			pr.CloseWithError(err)
+		} else {
+			pr.Close()
+		}
+		inspected <- result{m, err}
+	}()
+	_, copyErr := io.Copy(io.MultiWriter(sw, pw), req.Body)
+	pw.CloseWithError(copyErr)
+	res := <-inspected
+	switch {
+	case res.err != nil:
+		// The inspector's verdict (400, 413) explains a failed copy best.
+		return Stored{}, res.err
+	case copyErr != nil:
+		return Stored{}, wrapf("store: read body", copyErr)
+	}
+	if err := sw.Close(); err != nil {
+		return Stored{}, wrapf("store: seal", err)
+	}
+	uuid, err := ids.Parse(res.meta.UUID)
+	if err != nil {
+		return Stored{}, &vcon.InvalidError{Reason: "uuid is not a UUID"}
+	}
+	if req.UUID != nil && *req.UUID != uuid {
+		return Stored{}, ErrUUIDMismatch
+	}
+	if err := up.Commit(); err != nil {
+		return Stored{}, wrapf("store: write object", err)
+	}
+
+	wrapped, err := a.Key.Wrap(dk, req.Tenant, vid)
+	if err != nil {
+		return Stored{}, err
+	}
+	v := catalog.Version{
+		ID: vid, Tenant: req.Tenant, UUID: uuid, StoredAt: now,
+		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
+		Form: string(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
+		WrappedKey: wrapped, Location: a.Loc,
+	}
+	var replaced bool
+	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+		var err error
+		replaced, err = tx.InsertVersion(v, req.Mode)
+		return err
+	})
+	if err != nil {
+		// No row names the object, so its key is lost and it can never be
+		// opened; remove it now rather than leaving it to recovery.
+		if derr := a.Objects.Delete(context.WithoutCancel(ctx), ObjectKey(a.Loc, req.Tenant, vid)); derr != nil {
+			a.logError("store: removing an object whose commit failed", derr)
+		}
+		if errors.Is(err, catalog.ErrExists) {
+			return Stored{}, err
+		}
+		return Stored{}, wrapf("store: commit", err)
+	}
+	return Stored{UUID: uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: res.meta}, nil
+}

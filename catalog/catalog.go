@@ -1,0 +1,373 @@
+// Package catalog is the SQLite database that decides what exists: tenants,
+// keys, vCons, their versions with the wrapped data keys, pack files,
+// manifests and the audit logs (docs/FORMAT.md, "The catalog decides").
+//
+// The file is opened in WAL mode with synchronous FULL, foreign keys and
+// secure_delete on. Several processes share it (a serving server and the
+// CLI): every connection waits on a busy timeout instead of failing, and
+// nothing read from it is cached, so a key created by the CLI works on the
+// server's next request.
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+	_ "modernc.org/sqlite"
+)
+
+// FileName is the catalog's name inside the data directory.
+const FileName = "catalog.db"
+
+var (
+	// ErrNotFound is returned when the row asked for does not exist.
+	ErrNotFound = errors.New("catalog: not found")
+	// ErrMissing is returned by Open when the data directory has no catalog.
+	ErrMissing = errors.New("catalog: no catalog in the data directory")
+)
+
+// Catalog is an open catalog. Reads go straight to the pool; writes go
+// through one goroutine that groups them into shared transactions (group
+// commit: one fsync for many stores) with a savepoint each.
+type Catalog struct {
+	db   *sql.DB
+	path string
+	ID   ids.ID // made by Create, never changes
+
+	reqs chan *writeReq
+	done chan struct{}
+	// Now is the clock of every recorded time; tests replace it.
+	Now func() time.Time
+}
+
+type writeReq struct {
+	ctx context.Context
+	fn  func(*Tx) error
+	err chan error
+}
+
+// Tx is a write transaction handed to the functions given to Update.
+type Tx struct {
+	tx  *sql.Tx
+	ctx context.Context
+	now time.Time
+}
+
+func dsn(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(15000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "secure_delete(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Create makes the catalog in dataDir with a new catalog id and the master
+// key's check value, or opens the one already there (init is idempotent).
+// It reports whether it made a new one.
+func Create(ctx context.Context, dataDir string, keyCheck []byte) (*Catalog, bool, error) {
+	path := filepath.Join(dataDir, FileName)
+	_, err := os.Stat(path)
+	existed := err == nil
+	c, err := open(ctx, path)
+	if err != nil {
+		return nil, false, err
+	}
+	if existed {
+		if err := c.loadID(ctx); err == nil {
+			return c, false, nil
+		}
+	}
+	id := ids.NewRandom()
+	err = c.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('catalog_id', ?), ('key_check', ?)`, id[:], keyCheck); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err == nil {
+		err = c.loadID(ctx)
+	}
+	if err != nil {
+		c.Close()
+		return nil, false, err
+	}
+	return c, true, nil
+}
+
+// Open opens the catalog of dataDir; ErrMissing when init never ran there.
+func Open(ctx context.Context, dataDir string) (*Catalog, error) {
+	path := filepath.Join(dataDir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, ErrMissing
+	}
+	c, err := open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.loadID(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func open(ctx context.Context, path string) (*Catalog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetConnMaxIdleTime(time.Minute)
+	c := &Catalog{db: db, path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
+	if err := c.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// The files hold wrapped keys: nobody but the service account reads them.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		_ = os.Chmod(p, 0o600)
+	}
+	go c.writer()
+	return c, nil
+}
+
+func (c *Catalog) migrate(ctx context.Context) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	defer conn.Close()
+	var have int
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (n INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	err = conn.QueryRowContext(ctx, `SELECT n FROM schema_version`).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		have = 0
+	} else if err != nil {
+		return fmt.Errorf("catalog: read schema version: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("catalog: schema version %d is newer than this binary knows (%d): run the release that wrote it", have, len(migrations))
+	}
+	for n := have; n < len(migrations); n++ {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("catalog: migrate: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[n]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("catalog: migration %d: %w", n+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version; INSERT INTO schema_version(n) VALUES (?)`, n+1); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("catalog: migration %d: %w", n+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("catalog: migration %d: %w", n+1, err)
+		}
+	}
+	return nil
+}
+
+func (c *Catalog) loadID(ctx context.Context) error {
+	var b []byte
+	err := c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'catalog_id'`).Scan(&b)
+	if err != nil {
+		return fmt.Errorf("catalog: read catalog id: %w", err)
+	}
+	copy(c.ID[:], b)
+	return nil
+}
+
+// Path is the catalog file's path.
+func (c *Catalog) Path() string { return c.path }
+
+// DB gives read access for queries this package does not wrap.
+func (c *Catalog) DB() *sql.DB { return c.db }
+
+// Close stops the writer and closes the database.
+func (c *Catalog) Close() error {
+	close(c.reqs)
+	<-c.done
+	return c.db.Close()
+}
+
+// Update runs fn in a write transaction and returns once it is committed
+// (durable: synchronous FULL) or failed. fn runs on the writer goroutine,
+// inside a savepoint of a transaction it may share with other calls: an
+// error from fn rolls back fn's work only. fn must do no I/O but SQL.
+func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
+	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write is waited for even if ctx ends: the caller must
+	// know whether it committed.
+	return <-r.err
+}
+
+const maxBatch = 256
+
+func (c *Catalog) writer() {
+	defer close(c.done)
+	for first := range c.reqs {
+		batch := []*writeReq{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-c.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		c.commitBatch(batch)
+	}
+}
+
+func (c *Catalog) commitBatch(batch []*writeReq) {
+	errs := make([]error, len(batch))
+	fail := func(err error) {
+		for _, r := range batch {
+			r.err <- err
+		}
+	}
+	sqlTx, err := c.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		fail(fmt.Errorf("catalog: begin: %w", err))
+		return
+	}
+	now := c.Now()
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		sp := "w" + strconv.Itoa(i)
+		if _, err := sqlTx.Exec("SAVEPOINT " + sp); err != nil {
+			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
+			continue
+		}
+		errs[i] = r.fn(&Tx{tx: sqlTx, ctx: r.ctx, now: now})
+		if errs[i] != nil {
+			if _, err := sqlTx.Exec("ROLLBACK TO " + sp); err != nil {
+				sqlTx.Rollback()
+				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
+				return
+			}
+		}
+		if _, err := sqlTx.Exec("RELEASE " + sp); err != nil {
+			sqlTx.Rollback()
+			fail(fmt.Errorf("catalog: release savepoint: %w", err))
+			return
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		fail(fmt.Errorf("catalog: commit: %w", err))
+		return
+	}
+	for i, r := range batch {
+		r.err <- errs[i]
+	}
+}
+
+// Checkpoint copies the whole WAL into the database file and truncates the
+// WAL to zero bytes, retrying while readers hold older snapshots, until ctx
+// ends. With secure_delete on, a destroyed data key then survives in none of
+// the catalog's files (docs/FORMAT.md, invariant 4).
+func (c *Catalog) Checkpoint(ctx context.Context) error {
+	delay := 5 * time.Millisecond
+	for {
+		var busy, logFrames, done int
+		err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &done)
+		if err == nil && busy == 0 && logFrames <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("readers kept the log busy")
+			}
+			return fmt.Errorf("catalog: checkpoint: %w (%v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		if delay < 200*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// KeyCheck returns the master-key check value recorded at init or at the
+// last rotation, and whether a rotation replaced the first one.
+func (c *Catalog) KeyCheck(ctx context.Context) (check []byte, rotated bool, err error) {
+	err = c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'key_check'`).Scan(&check)
+	if err != nil {
+		return nil, false, fmt.Errorf("catalog: read key check: %w", err)
+	}
+	var n int
+	c.db.QueryRowContext(ctx, `SELECT count(*) FROM meta WHERE key = 'rotated_at'`).Scan(&n)
+	return check, n > 0, nil
+}
+
+// Meta reads one meta value; ErrNotFound when absent.
+func (c *Catalog) Meta(ctx context.Context, key string) ([]byte, error) {
+	var v []byte
+	err := c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return v, err
+}
+
+// SetMeta records a meta value.
+func (tx *Tx) SetMeta(key string, value []byte) error {
+	_, err := tx.exec(`INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}
+
+// Now is the time of the transaction's batch.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+func (tx *Tx) exec(q string, args ...any) (sql.Result, error) {
+	return tx.tx.ExecContext(tx.ctx, q, args...)
+}
+
+func (tx *Tx) queryRow(q string, args ...any) *sql.Row {
+	return tx.tx.QueryRowContext(tx.ctx, q, args...)
+}
+
+func (tx *Tx) query(q string, args ...any) (*sql.Rows, error) {
+	return tx.tx.QueryContext(tx.ctx, q, args...)
+}
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func nullTime(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}

@@ -1,0 +1,154 @@
+package catalog
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// Scopes a tenant key may hold.
+var Scopes = []string{"write", "read", "delete"}
+
+// Key is an API key. Tenant is nil for an operator key. The token itself is
+// never stored: only its SHA-256.
+type Key struct {
+	ID        string
+	Tenant    *ids.ID
+	Scopes    []string
+	Label     string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Operator reports whether k is an operator key.
+func (k Key) Operator() bool { return k.Tenant == nil }
+
+// Has reports whether k holds scope.
+func (k Key) Has(scope string) bool { return slices.Contains(k.Scopes, scope) }
+
+// tokenPrefix lets secret scanners and operators recognise a token.
+const tokenPrefix = "vcs_"
+
+// HashToken is what the keys table holds of a token.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// CreateKey makes a key and returns it with its token, which is shown once.
+func (tx *Tx) CreateKey(tenant *ids.ID, scopes []string, label string) (Key, string, error) {
+	var idb [8]byte
+	var secret [32]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return Key{}, "", err
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return Key{}, "", err
+	}
+	k := Key{ID: hex.EncodeToString(idb[:]), Tenant: tenant, Scopes: scopes, Label: label, CreatedAt: tx.now}
+	token := tokenPrefix + k.ID + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
+	var tb any
+	if tenant != nil {
+		tb = tenant[:]
+	}
+	_, err := tx.exec(`INSERT INTO keys(id, tenant, scopes, label, token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.ID, tb, strings.Join(scopes, ","), label, HashToken(token), nanos(tx.now))
+	if err != nil {
+		return Key{}, "", fmt.Errorf("catalog: create key: %w", err)
+	}
+	return k, token, nil
+}
+
+// RevokeKey marks a key revoked; ErrNotFound when no such key exists.
+func (tx *Tx) RevokeKey(id string) (Key, error) {
+	k, err := scanKey(tx.queryRow(`SELECT `+keyCols+` FROM keys WHERE id = ?`, id))
+	if err != nil {
+		return k, err
+	}
+	if k.RevokedAt == nil {
+		if _, err := tx.exec(`UPDATE keys SET revoked_at = ? WHERE id = ?`, nanos(tx.now), id); err != nil {
+			return k, err
+		}
+		now := tx.now
+		k.RevokedAt = &now
+	}
+	return k, nil
+}
+
+const keyCols = `id, tenant, scopes, label, created_at, revoked_at`
+
+func scanKey(row interface{ Scan(...any) error }) (Key, error) {
+	var k Key
+	var tenant []byte
+	var scopes string
+	var created int64
+	var revoked sql.NullInt64
+	if err := row.Scan(&k.ID, &tenant, &scopes, &k.Label, &created, &revoked); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return k, ErrNotFound
+		}
+		return k, fmt.Errorf("catalog: read key: %w", err)
+	}
+	if tenant != nil {
+		var t ids.ID
+		copy(t[:], tenant)
+		k.Tenant = &t
+	}
+	if scopes != "" {
+		k.Scopes = strings.Split(scopes, ",")
+	}
+	k.CreatedAt = fromNanos(created)
+	k.RevokedAt = nullTime(revoked)
+	return k, nil
+}
+
+// KeyByToken finds the live key a token belongs to; ErrNotFound for an
+// unknown or revoked token. It reads the catalog on every call, so keys
+// made or revoked by the CLI apply at once.
+func (c *Catalog) KeyByToken(ctx context.Context, token string) (Key, error) {
+	if !strings.HasPrefix(token, tokenPrefix) {
+		return Key{}, ErrNotFound
+	}
+	k, err := scanKey(c.db.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE token_hash = ?`, HashToken(token)))
+	if err != nil {
+		return k, err
+	}
+	if k.RevokedAt != nil {
+		return Key{}, ErrNotFound
+	}
+	return k, nil
+}
+
+// Keys lists keys, every one or a tenant's.
+func (c *Catalog) Keys(ctx context.Context, tenant *ids.ID) ([]Key, error) {
+	q := `SELECT ` + keyCols + ` FROM keys ORDER BY created_at, id`
+	var args []any
+	if tenant != nil {
+		q = `SELECT ` + keyCols + ` FROM keys WHERE tenant = ? ORDER BY created_at, id`
+		args = append(args, tenant[:])
+	}
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list keys: %w", err)
+	}
+	defer rows.Close()
+	var out []Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

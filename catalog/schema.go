@@ -1,0 +1,109 @@
+package catalog
+
+// migrations are applied in order, each in its own transaction; the count
+// applied is meta.schema_version. Never edit a released migration: append.
+var migrations = []string{
+	// 1: the first schema. Ids are 16-byte blobs, times Unix nanoseconds.
+	`
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE tenants (
+	id             BLOB PRIMARY KEY,
+	name           TEXT NOT NULL UNIQUE,
+	metadata       TEXT NOT NULL DEFAULT 'none',
+	retention_days INTEGER,
+	created_at     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE keys (
+	id         TEXT PRIMARY KEY,
+	tenant     BLOB REFERENCES tenants(id),
+	scopes     TEXT NOT NULL,
+	label      TEXT NOT NULL,
+	token_hash BLOB NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL,
+	revoked_at INTEGER
+) WITHOUT ROWID;
+
+CREATE TABLE vcons (
+	tenant  BLOB NOT NULL REFERENCES tenants(id),
+	uuid    BLOB NOT NULL,
+	current BLOB,
+	held    INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (tenant, uuid)
+) WITHOUT ROWID;
+CREATE INDEX vcons_current ON vcons (tenant, uuid) WHERE current IS NOT NULL;
+
+CREATE TABLE versions (
+	id               BLOB PRIMARY KEY,
+	tenant           BLOB NOT NULL REFERENCES tenants(id),
+	uuid             BLOB NOT NULL,
+	stored_at        INTEGER NOT NULL,
+	content_type     TEXT NOT NULL,
+	content_encoding TEXT NOT NULL,
+	form             TEXT NOT NULL,
+	size             INTEGER NOT NULL,
+	sealed_size      INTEGER NOT NULL,
+	wrapped_key      BLOB,
+	hidden_at        INTEGER,
+	purge            INTEGER NOT NULL DEFAULT 0,
+	location         TEXT NOT NULL,
+	pack_file        BLOB,
+	pack_offset      INTEGER,
+	pack_length      INTEGER
+) WITHOUT ROWID;
+CREATE INDEX versions_by_uuid ON versions (tenant, uuid, stored_at);
+CREATE INDEX versions_hidden ON versions (hidden_at) WHERE hidden_at IS NOT NULL AND purge = 0;
+CREATE INDEX versions_purging ON versions (purge) WHERE purge <> 0;
+CREATE INDEX versions_by_location ON versions (location, tenant, stored_at);
+CREATE INDEX versions_by_pack ON versions (pack_file) WHERE pack_file IS NOT NULL;
+
+CREATE TABLE pack_files (
+	id         BLOB PRIMARY KEY,
+	tenant     BLOB NOT NULL REFERENCES tenants(id),
+	date       TEXT NOT NULL,
+	object_key TEXT NOT NULL UNIQUE,
+	bytes      INTEGER NOT NULL,
+	rows       INTEGER NOT NULL,
+	state      TEXT NOT NULL,
+	retired_at INTEGER,
+	created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX pack_files_by_tenant ON pack_files (tenant, state, date);
+
+CREATE TABLE manifests (
+	tenant     BLOB NOT NULL REFERENCES tenants(id),
+	seq        INTEGER NOT NULL,
+	digest     BLOB NOT NULL,
+	state      TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (tenant, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE audit (
+	id      INTEGER PRIMARY KEY,
+	tenant  BLOB NOT NULL,
+	at      INTEGER NOT NULL,
+	actor   TEXT NOT NULL,
+	label   TEXT NOT NULL,
+	action  TEXT NOT NULL,
+	target  TEXT,
+	status  INTEGER NOT NULL
+);
+CREATE INDEX audit_by_tenant ON audit (tenant, at);
+
+CREATE TABLE admin_log (
+	id      INTEGER PRIMARY KEY,
+	at      INTEGER NOT NULL,
+	actor   TEXT NOT NULL,
+	label   TEXT NOT NULL,
+	action  TEXT NOT NULL,
+	tenant  TEXT,
+	target  TEXT,
+	status  INTEGER NOT NULL
+);
+`,
+}

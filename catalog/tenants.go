@@ -1,0 +1,136 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// Levels are the metadata levels, each adding clear columns to the one
+// before it (docs/export.md).
+var Levels = []string{"none", "form", "times", "counts", "full"}
+
+// ValidLevel reports whether s is one of Levels.
+func ValidLevel(s string) bool {
+	for _, l := range Levels {
+		if s == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Tenant is one tenant. RetentionDays is nil when the server default applies.
+type Tenant struct {
+	ID            ids.ID
+	Name          string
+	Metadata      string
+	RetentionDays *int
+	CreatedAt     time.Time
+}
+
+// ErrNameTaken is returned when a tenant name is already used.
+var ErrNameTaken = errors.New("catalog: a tenant already has that name")
+
+// CreateTenant inserts a tenant with a new random id.
+func (tx *Tx) CreateTenant(name string) (Tenant, error) {
+	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: "none", CreatedAt: tx.now}
+	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, t.Metadata, nanos(t.CreatedAt))
+	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
+		return Tenant{}, ErrNameTaken
+	}
+	return t, err
+}
+
+// SetTenantMetadata changes a tenant's metadata level.
+func (tx *Tx) SetTenantMetadata(id ids.ID, level string) error {
+	return tx.updateTenant(`UPDATE tenants SET metadata = ? WHERE id = ?`, level, id[:])
+}
+
+// SetTenantRetention sets the retention override in days, nil for the
+// server default.
+func (tx *Tx) SetTenantRetention(id ids.ID, days *int) error {
+	var v any
+	if days != nil {
+		v = *days
+	}
+	return tx.updateTenant(`UPDATE tenants SET retention_days = ? WHERE id = ?`, v, id[:])
+}
+
+func (tx *Tx) updateTenant(q string, args ...any) error {
+	res, err := tx.exec(q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+const tenantCols = `id, name, metadata, retention_days, created_at`
+
+func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
+	var t Tenant
+	var id []byte
+	var ret sql.NullInt64
+	var created int64
+	if err := row.Scan(&id, &t.Name, &t.Metadata, &ret, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return t, ErrNotFound
+		}
+		return t, fmt.Errorf("catalog: read tenant: %w", err)
+	}
+	copy(t.ID[:], id)
+	if ret.Valid {
+		d := int(ret.Int64)
+		t.RetentionDays = &d
+	}
+	t.CreatedAt = fromNanos(created)
+	return t, nil
+}
+
+// Tenant finds a tenant by id.
+func (c *Catalog) Tenant(ctx context.Context, id ids.ID) (Tenant, error) {
+	return scanTenant(c.db.QueryRowContext(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
+}
+
+// Tenant reads a tenant inside a write transaction.
+func (tx *Tx) Tenant(id ids.ID) (Tenant, error) {
+	return scanTenant(tx.queryRow(`SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
+}
+
+// FindTenant finds a tenant by its id in text or by its name, as commands
+// take either.
+func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, error) {
+	if id, err := ids.Parse(idOrName); err == nil {
+		t, err := c.Tenant(ctx, id)
+		if err != ErrNotFound {
+			return t, err
+		}
+	}
+	return scanTenant(c.db.QueryRowContext(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`, idOrName))
+}
+
+// Tenants lists every tenant by name.
+func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list tenants: %w", err)
+	}
+	defer rows.Close()
+	var out []Tenant
+	for rows.Next() {
+		t, err := scanTenant(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

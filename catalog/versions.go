@@ -1,0 +1,420 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// Location says where a version's sealed bytes are.
+type Location string
+
+const (
+	InDir  Location = "dir"    // a file in the data directory
+	InS3   Location = "s3"     // an object in the bucket
+	Packed Location = "packed" // a row of a Parquet pack file in the bucket
+)
+
+// PurgeState is how far a version's purge went.
+type PurgeState int
+
+const (
+	Kept         PurgeState = 0 // not being purged
+	KeyDestroyed PurgeState = 1 // the data key is gone; bytes may remain
+)
+
+var (
+	// ErrExists is returned when a create finds a current version.
+	ErrExists = errors.New("catalog: the vCon already has a current version")
+	// ErrHeld is returned when a legal hold forbids the change.
+	ErrHeld = errors.New("catalog: the vCon is under legal hold")
+	// ErrChanged is returned when the rows a commit replaces moved since
+	// the work started (docs/FORMAT.md, invariant 6).
+	ErrChanged = errors.New("catalog: the rows changed meanwhile")
+)
+
+// Version is one stored version of a vCon.
+type Version struct {
+	ID              ids.ID
+	Tenant          ids.ID
+	UUID            ids.ID
+	StoredAt        time.Time
+	ContentType     string
+	ContentEncoding string
+	Form            string
+	Size            int64
+	SealedSize      int64
+	WrappedKey      []byte // nil once the purge destroyed it
+	HiddenAt        *time.Time
+	Purge           PurgeState
+	Location        Location
+	PackFile        *ids.ID
+	PackOffset      int64
+	PackLength      int64
+	PackKey         string // the pack file's object key, for packed versions
+	Current         bool   // filled by the queries that know
+}
+
+const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.content_encoding, v.form, v.size, v.sealed_size,
+	v.wrapped_key, v.hidden_at, v.purge, v.location, v.pack_file, v.pack_offset, v.pack_length,
+	(SELECT p.object_key FROM pack_files p WHERE p.id = v.pack_file)`
+
+func scanVersion(row interface{ Scan(...any) error }, extra ...any) (Version, error) {
+	var v Version
+	var id, tenant, uuid, pack []byte
+	var stored int64
+	var hidden, off, length sql.NullInt64
+	var packKey sql.NullString
+	dest := append([]any{&id, &tenant, &uuid, &stored, &v.ContentType, &v.ContentEncoding, &v.Form, &v.Size, &v.SealedSize,
+		&v.WrappedKey, &hidden, &v.Purge, &v.Location, &pack, &off, &length, &packKey}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return v, ErrNotFound
+		}
+		return v, fmt.Errorf("catalog: read version: %w", err)
+	}
+	copy(v.ID[:], id)
+	copy(v.Tenant[:], tenant)
+	copy(v.UUID[:], uuid)
+	v.StoredAt = fromNanos(stored)
+	v.HiddenAt = nullTime(hidden)
+	if pack != nil {
+		var p ids.ID
+		copy(p[:], pack)
+		v.PackFile = &p
+	}
+	v.PackOffset, v.PackLength, v.PackKey = off.Int64, length.Int64, packKey.String
+	return v, nil
+}
+
+// StoreMode says what a store does with an existing current version.
+type StoreMode int
+
+const (
+	CreateOnly StoreMode = iota // refuse with ErrExists (POST)
+	Replace                     // hide it (PUT)
+)
+
+// InsertVersion records a new version and makes it current, hiding the
+// version it replaces. It reports whether one was replaced. v.WrappedKey is
+// persisted here for the first time (invariant 2).
+func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error) {
+	var cur []byte
+	err = tx.queryRow(`SELECT current FROM vcons WHERE tenant = ? AND uuid = ?`, v.Tenant[:], v.UUID[:]).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.exec(`INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`, v.Tenant[:], v.UUID[:], v.ID[:]); err != nil {
+			return false, err
+		}
+	case err != nil:
+		return false, err
+	default:
+		if cur != nil {
+			if mode == CreateOnly {
+				return false, ErrExists
+			}
+			if _, err := tx.exec(`UPDATE versions SET hidden_at = ? WHERE id = ? AND hidden_at IS NULL`, nanos(tx.now), cur); err != nil {
+				return false, err
+			}
+			replaced = true
+		}
+		if _, err := tx.exec(`UPDATE vcons SET current = ? WHERE tenant = ? AND uuid = ?`, v.ID[:], v.Tenant[:], v.UUID[:]); err != nil {
+			return false, err
+		}
+	}
+	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, v.Form, v.Size, v.SealedSize, v.WrappedKey, string(v.Location))
+	return replaced, err
+}
+
+// HasCurrent reports whether the vCon has a current version.
+func (c *Catalog) HasCurrent(ctx context.Context, tenant, uuid ids.ID) (bool, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NOT NULL`, tenant[:], uuid[:]).Scan(&n)
+	return n > 0, err
+}
+
+// Current returns the current version of a vCon; ErrNotFound when it has
+// none (never stored, deleted, or another tenant's).
+func (c *Catalog) Current(ctx context.Context, tenant, uuid ids.ID) (Version, error) {
+	v, err := scanVersion(c.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM vcons c JOIN versions v ON v.id = c.current
+		WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0`, tenant[:], uuid[:]))
+	v.Current = err == nil
+	return v, err
+}
+
+// Version returns one version by id, whatever its state.
+func (c *Catalog) Version(ctx context.Context, id ids.ID) (Version, error) {
+	return scanVersion(c.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
+}
+
+// Versions lists the kept versions of a vCon, newest first.
+func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
+		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, tenant[:], uuid[:])
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list versions: %w", err)
+	}
+	defer rows.Close()
+	var out []Version
+	for rows.Next() {
+		var cur bool
+		v, err := scanVersion(rows, &cur)
+		if err != nil {
+			return nil, err
+		}
+		v.Current = cur
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ListCurrent pages through a tenant's vCons that have a current version,
+// in uuid byte order, after the given uuid.
+func (c *Catalog) ListCurrent(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND current IS NOT NULL AND uuid > ? ORDER BY uuid LIMIT ?`,
+		tenant[:], after[:], limit)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list vcons: %w", err)
+	}
+	defer rows.Close()
+	var out []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		var id ids.ID
+		copy(id[:], b)
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// Hide clears a vCon's current version and hides every version of it (a
+// DELETE). It returns the versions this call hid; ErrNotFound when the vCon
+// has no current version, ErrHeld when it is held.
+func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
+	var cur []byte
+	var held bool
+	err := tx.queryRow(`SELECT current, held FROM vcons WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]).Scan(&cur, &held)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && cur == nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if held {
+		return nil, ErrHeld
+	}
+	rows, err := tx.query(`SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, tenant[:], uuid[:])
+	if err != nil {
+		return nil, err
+	}
+	var hid []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		var id ids.ID
+		copy(id[:], b)
+		hid = append(hid, id)
+	}
+	rows.Close()
+	if _, err := tx.exec(`UPDATE versions SET hidden_at = ? WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, nanos(tx.now), tenant[:], uuid[:]); err != nil {
+		return nil, err
+	}
+	if _, err := tx.exec(`UPDATE vcons SET current = NULL WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]); err != nil {
+		return nil, err
+	}
+	return hid, nil
+}
+
+// DestroyKeys is the first step of a purge: for each version that is, as
+// this transaction sees it, still hidden, not held, not already purging and
+// past its tenant's retention (defaultRetention when the tenant has no
+// override), it deletes the wrapped data key. It returns the versions whose
+// key it destroyed; the others are left as they were (invariant 4).
+func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]Version, error) {
+	var out []Version
+	for _, id := range versions {
+		v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v
+			JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+			JOIN tenants t ON t.id = v.tenant
+			WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0
+			  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?`,
+			id[:], int64(defaultRetention), nanos(tx.now)))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, id[:]); err != nil {
+			return nil, err
+		}
+		v.WrappedKey, v.Purge = nil, KeyDestroyed
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// PurgeDue lists up to limit versions whose purge may start: hidden, not
+// held, past retention as the tenants' settings say now.
+func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, now time.Time, limit int) ([]ids.ID, error) {
+	return c.idList(ctx, `SELECT v.id FROM versions v
+		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+		JOIN tenants t ON t.id = v.tenant
+		WHERE v.hidden_at IS NOT NULL AND v.purge = 0 AND c.held = 0
+		  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?
+		ORDER BY v.hidden_at LIMIT ?`, int64(defaultRetention), nanos(now), limit)
+}
+
+// Purging lists the versions whose key is destroyed and whose bytes may
+// still exist: the purges a crash or a failure left unfinished.
+func (c *Catalog) Purging(ctx context.Context) ([]Version, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.purge = ? ORDER BY v.id`, KeyDestroyed)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list purges: %w", err)
+	}
+	defer rows.Close()
+	var out []Version
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// FinishPurge forgets a purged version once its bytes are proven gone,
+// and the vCon itself when nothing of it is left and it is not held.
+func (tx *Tx) FinishPurge(id ids.ID) error {
+	v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if v.Purge != KeyDestroyed {
+		return fmt.Errorf("catalog: finish purge of a version whose key is not destroyed")
+	}
+	if _, err := tx.exec(`DELETE FROM versions WHERE id = ?`, id[:]); err != nil {
+		return err
+	}
+	_, err = tx.exec(`DELETE FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NULL AND held = 0
+		AND NOT EXISTS (SELECT 1 FROM versions WHERE tenant = ? AND uuid = ?)`, v.Tenant[:], v.UUID[:], v.Tenant[:], v.UUID[:])
+	return err
+}
+
+// DestroyKeyOf destroys a version's key whatever its state: for a start
+// that finds the storage's tombstone of a version the catalog still opens
+// (a catalog restored from a backup older than the purge).
+func (tx *Tx) DestroyKeyOf(id ids.ID) (bool, error) {
+	res, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ?, hidden_at = COALESCE(hidden_at, ?) WHERE id = ? AND purge = 0`, KeyDestroyed, nanos(tx.now), id[:])
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	if n > 0 {
+		if _, err := tx.exec(`UPDATE vcons SET current = NULL WHERE current = ?`, id[:]); err != nil {
+			return false, err
+		}
+	}
+	return n > 0, nil
+}
+
+// SetHold sets or releases a legal hold on a uuid of a tenant. A hold may
+// be set before the vCon arrives.
+func (tx *Tx) SetHold(tenant, uuid ids.ID, held bool) error {
+	if held {
+		_, err := tx.exec(`INSERT INTO vcons(tenant, uuid, held) VALUES (?, ?, 1) ON CONFLICT(tenant, uuid) DO UPDATE SET held = 1`, tenant[:], uuid[:])
+		return err
+	}
+	if _, err := tx.exec(`UPDATE vcons SET held = 0 WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]); err != nil {
+		return err
+	}
+	_, err := tx.exec(`DELETE FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NULL
+		AND NOT EXISTS (SELECT 1 FROM versions WHERE tenant = ? AND uuid = ?)`, tenant[:], uuid[:], tenant[:], uuid[:])
+	return err
+}
+
+// Holds lists a tenant's held uuids.
+func (c *Catalog) Holds(ctx context.Context, tenant ids.ID) ([]ids.ID, error) {
+	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND held = 1 ORDER BY uuid`, tenant[:])
+}
+
+// VersionsAt lists the ids of the versions at one location, for recovery,
+// move-objects and check.
+func (c *Catalog) VersionsAt(ctx context.Context, loc Location) ([]Version, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.location = ? ORDER BY v.tenant, v.id`, string(loc))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list versions: %w", err)
+	}
+	defer rows.Close()
+	var out []Version
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// CountByLocation counts versions (purged or not) at each location.
+func (c *Catalog) CountByLocation(ctx context.Context) (map[Location]int, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT location, count(*) FROM versions GROUP BY location`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: count versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[Location]int{}
+	for rows.Next() {
+		var l string
+		var n int
+		if err := rows.Scan(&l, &n); err != nil {
+			return nil, err
+		}
+		out[Location(l)] = n
+	}
+	return out, rows.Err()
+}
+
+// Exists reports whether the catalog has a row for the version.
+func (c *Catalog) Exists(ctx context.Context, id ids.ID) (bool, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE id = ?`, id[:]).Scan(&n)
+	return n > 0, err
+}
+
+func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, error) {
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer rows.Close()
+	var out []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		var id ids.ID
+		copy(id[:], b)
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

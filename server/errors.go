@@ -1,0 +1,45 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/vcon"
+)
+
+// statusOf is the one table from error kinds to HTTP answers. An error it
+// does not know is a 500 whose text stays in the log.
+func statusOf(err error) (int, string) {
+	var invalid *vcon.InvalidError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &invalid):
+		return http.StatusBadRequest, "not a vCon this server can keep: " + invalid.Reason
+	case errors.Is(err, vcon.ErrTooLarge), errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, "the vCon is larger than max_vcon_size allows"
+	case errors.Is(err, archive.ErrUUIDMismatch):
+		return http.StatusBadRequest, archive.ErrUUIDMismatch.Error()
+	case errors.Is(err, catalog.ErrExists):
+		return http.StatusConflict, "a vCon with this uuid is already stored; PUT /vcons/{uuid} stores a new version of it"
+	case errors.Is(err, catalog.ErrHeld):
+		return http.StatusConflict, "the vCon is under legal hold; an operator must release the hold before it can be deleted"
+	case errors.Is(err, archive.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
+		return http.StatusNotFound, "no such vCon"
+	case errors.Is(err, archive.ErrPurgeIncomplete):
+		return http.StatusInternalServerError, archive.ErrPurgeIncomplete.Error()
+	}
+	return http.StatusInternalServerError, "internal error; the server's log has the details"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

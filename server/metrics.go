@@ -1,0 +1,95 @@
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vcon-server/vcon-server/metrics"
+)
+
+// Metrics are the server's counters. Labels are route patterns and status
+// classes only: never a tenant, a uuid or a path a client chose.
+type Metrics struct {
+	Registry  *metrics.Registry
+	requests  *metrics.Counter
+	latency   *metrics.Histogram
+	bytesIn   *metrics.Counter
+	bytesOut  *metrics.Counter
+	stores    *metrics.Counter
+	reads     *metrics.Counter
+	readBytes *metrics.Counter
+}
+
+// NewMetrics registers the HTTP metrics in reg.
+func NewMetrics(reg *metrics.Registry) *Metrics {
+	return &Metrics{
+		Registry:  reg,
+		requests:  reg.NewCounter("vcon_http_requests_total", "HTTP requests by route and status class.", "route", "code"),
+		latency:   reg.NewHistogram("vcon_http_request_duration_seconds", "HTTP request latency by route.", metrics.LatencyBuckets, "route"),
+		bytesIn:   reg.NewCounter("vcon_http_request_bytes_total", "Bytes of vCons received."),
+		bytesOut:  reg.NewCounter("vcon_http_response_bytes_total", "Bytes of vCons served."),
+		stores:    reg.NewCounter("vcon_stores_total", "Versions stored."),
+		reads:     reg.NewCounter("vcon_reads_total", "Versions read."),
+		readBytes: reg.NewCounter("vcon_read_bytes_total", "Bytes of vCons read."),
+	}
+}
+
+func (m *Metrics) stored(size int64) {
+	m.stores.Inc()
+	m.bytesIn.Add(float64(size))
+}
+
+func (m *Metrics) read(n int64) {
+	m.reads.Inc()
+	m.bytesOut.Add(float64(n))
+	m.readBytes.Add(float64(n))
+}
+
+func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.Registry.Write(w)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument counts each request under its route pattern (unmatched
+// requests under "other", so clients cannot mint label values).
+func (m *Metrics) instrument(h *http.ServeMux, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			_, route := h.Handler(r)
+			if route == "" {
+				route = "other"
+			}
+			if sw.status == 0 {
+				sw.status = http.StatusOK
+			}
+			m.requests.Inc(route, strconv.Itoa(sw.status/100)+"xx")
+			m.latency.Observe(time.Since(start).Seconds(), route)
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}

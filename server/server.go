@@ -1,0 +1,65 @@
+// Package server is the HTTPS API: the vCon routes for tenant keys, the
+// admin routes and metrics for operator keys.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/metrics"
+)
+
+// Server serves the API over an Archive.
+type Server struct {
+	Archive *archive.Archive
+	Cat     *catalog.Catalog
+	Log     *slog.Logger
+	Metrics *Metrics
+	MaxSize int64
+}
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	if s.Metrics == nil {
+		s.Metrics = NewMetrics(metrics.NewRegistry())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("POST /vcons", s.tenantRoute("write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)))
+	mux.HandleFunc("PUT /vcons/{uuid}", s.tenantRoute("write", storeAction(catalog.Replace), s.store(catalog.Replace)))
+	mux.HandleFunc("GET /vcons/{uuid}", s.tenantRoute("read", "read", s.read))
+	mux.HandleFunc("GET /vcons/{uuid}/versions", s.tenantRoute("read", "versions", s.versions))
+	mux.HandleFunc("GET /vcons", s.tenantRoute("read", "list", s.list))
+	mux.HandleFunc("DELETE /vcons/{uuid}", s.tenantRoute("delete", "delete", s.delete))
+
+	mux.HandleFunc("POST /admin/tenants", s.operatorRoute(s.createTenant))
+	mux.HandleFunc("GET /admin/tenants", s.operatorRoute(s.listTenants))
+	mux.HandleFunc("GET /admin/tenants/{id}", s.operatorRoute(s.showTenant))
+	mux.HandleFunc("PUT /admin/tenants/{id}/metadata", s.operatorRoute(s.setMetadata))
+	mux.HandleFunc("PUT /admin/tenants/{id}/retention", s.operatorRoute(s.setRetention))
+	mux.HandleFunc("GET /admin/tenants/{id}/holds", s.operatorRoute(s.listHolds))
+	mux.HandleFunc("PUT /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(true)))
+	mux.HandleFunc("DELETE /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(false)))
+	mux.HandleFunc("GET /metrics", s.operatorRoute(s.Metrics.serve))
+
+	return s.Metrics.instrument(mux, s.Log)
+}
+
+// NewHTTPServer wraps a handler with the timeouts a public listener needs:
+// slow clients cannot hold connections open forever.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Minute, // a 64 MiB vCon over a slow link
+		WriteTimeout:      10 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// acceptedTypes are the media types a vCon may be sent as.
+var acceptedTypes = map[string]bool{
+	"application/vcon":      true,
+	"application/vcon+gzip": true,
+	"application/vcon+json": true,
+	"application/json":      true,
+}
+
+type storedJSON struct {
+	UUID     string `json:"uuid"`
+	Version  string `json:"version"`
+	StoredAt string `json:"stored_at"`
+}
+
+func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// store serves POST /vcons and PUT /vcons/{uuid}.
+func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.Request, catalog.Key) (int, string) {
+	return func(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+		req := archive.StoreRequest{Tenant: *k.Tenant, Mode: mode}
+		target := ""
+		if mode == catalog.Replace {
+			id, err := ids.Parse(r.PathValue("uuid"))
+			if err != nil {
+				return s.fail(w, r, http.StatusNotFound, "no such vCon: "+r.PathValue("uuid")+" is not a uuid"), ""
+			}
+			req.UUID, target = &id, id.String()
+		}
+		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || !acceptedTypes[mt] {
+			return s.fail(w, r, http.StatusUnsupportedMediaType, "send the vCon as application/vcon, application/vcon+json, application/json or application/vcon+gzip"), target
+		}
+		req.ContentType = mime.FormatMediaType(mt, params)
+		switch enc := r.Header.Get("Content-Encoding"); enc {
+		case "", "identity":
+		case "gzip":
+			req.ContentEncoding = "gzip"
+		default:
+			return s.fail(w, r, http.StatusUnsupportedMediaType, "Content-Encoding "+strconv.Quote(enc)+" is not accepted; send gzip or nothing"), target
+		}
+		if r.ContentLength > s.MaxSize {
+			return s.fail(w, r, http.StatusRequestEntityTooLarge, "the vCon is larger than max_vcon_size allows"), target
+		}
+		req.Body = http.MaxBytesReader(w, r.Body, s.MaxSize+1)
+		res, err := s.Archive.Store(r.Context(), req)
+		if err != nil {
+			return s.failErr(w, r, err), target
+		}
+		w.Header().Set("Location", "/vcons/"+res.UUID.String())
+		status := http.StatusCreated
+		if res.Replaced {
+			status = http.StatusOK
+		}
+		s.Metrics.stored(res.Meta.Size)
+		writeJSON(w, status, storedJSON{UUID: res.UUID.String(), Version: res.Version.String(), StoredAt: timeText(res.StoredAt)})
+		return status, res.UUID.String()
+	}
+}
+
+// storeAction names a store in the audit log after what it did.
+func storeAction(mode catalog.StoreMode) string {
+	if mode == catalog.Replace {
+		return "replace"
+	}
+	return "store"
+}
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+	uuid, err := ids.Parse(r.PathValue("uuid"))
+	if err != nil {
+		return s.fail(w, r, http.StatusNotFound, "no such vCon"), ""
+	}
+	v, body, err := s.Archive.Open(r.Context(), *k.Tenant, uuid)
+	if err != nil {
+		return s.failErr(w, r, err), uuid.String()
+	}
+	defer body.Close()
+	etag := `"` + v.ID.String() + `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return http.StatusNotModified, uuid.String()
+	}
+	h.Set("Content-Type", v.ContentType)
+	if v.ContentEncoding != "" {
+		h.Set("Content-Encoding", v.ContentEncoding)
+	}
+	h.Set("Content-Length", strconv.FormatInt(v.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	n, err := io.Copy(w, body)
+	s.Metrics.read(n)
+	if err != nil {
+		// The status line is gone: the only honest signal left is to cut
+		// the connection, so the client sees a short body, never bad bytes.
+		s.Log.Error("read failed part way", "error", err.Error())
+		panic(http.ErrAbortHandler)
+	}
+	return http.StatusOK, uuid.String()
+}
+
+type versionJSON struct {
+	Version  string  `json:"version"`
+	StoredAt string  `json:"stored_at"`
+	Current  bool    `json:"current"`
+	Hidden   bool    `json:"hidden"`
+	HiddenAt *string `json:"hidden_at"`
+	Form     string  `json:"form"`
+	Gzip     bool    `json:"gzip"`
+	Size     int64   `json:"size"`
+}
+
+func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+	uuid, err := ids.Parse(r.PathValue("uuid"))
+	if err != nil {
+		return s.fail(w, r, http.StatusNotFound, "no such vCon"), ""
+	}
+	vs, err := s.Archive.Versions(r.Context(), *k.Tenant, uuid)
+	if err != nil {
+		return s.failErr(w, r, err), uuid.String()
+	}
+	out := make([]versionJSON, 0, len(vs))
+	for _, v := range vs {
+		j := versionJSON{Version: v.ID.String(), StoredAt: timeText(v.StoredAt), Current: v.Current, Hidden: v.HiddenAt != nil,
+			Form: v.Form, Gzip: v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip", Size: v.Size}
+		if v.HiddenAt != nil {
+			t := timeText(*v.HiddenAt)
+			j.HiddenAt = &t
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"uuid": uuid.String(), "versions": out})
+	return http.StatusOK, uuid.String()
+}
+
+const maxListLimit = 1000
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+	q := r.URL.Query()
+	var after ids.ID
+	if a := q.Get("after"); a != "" {
+		var err error
+		if after, err = ids.Parse(a); err != nil {
+			return s.fail(w, r, http.StatusBadRequest, "after must be a uuid"), ""
+		}
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxListLimit {
+			return s.fail(w, r, http.StatusBadRequest, "limit must be a number from 1 to 1000"), ""
+		}
+		limit = n
+	}
+	got, err := s.Cat.ListCurrent(r.Context(), *k.Tenant, after, limit+1)
+	if err != nil {
+		return s.failErr(w, r, err), ""
+	}
+	var next *string
+	if len(got) > limit {
+		got = got[:limit]
+		n := got[limit-1].String()
+		next = &n
+	}
+	uuids := make([]string, len(got))
+	for i, id := range got {
+		uuids[i] = id.String()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next})
+	return http.StatusOK, ""
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+	uuid, err := ids.Parse(r.PathValue("uuid"))
+	if err != nil {
+		return s.fail(w, r, http.StatusNotFound, "no such vCon"), ""
+	}
+	if err := s.Archive.Delete(r.Context(), *k.Tenant, uuid); err != nil {
+		return s.failErr(w, r, err), uuid.String()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent, uuid.String()
+}
+
+// fail answers a refusal the handler decided itself.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) int {
+	writeError(w, status, msg)
+	return status
+}
+
+// failErr answers err through statusOf, logging what is not the caller's
+// fault.
+func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int {
+	status, msg := statusOf(err)
+	if status >= 500 {
+		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		// The rest of the body is not read: close rather than drain it.
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, status, msg)
+	return status
+}
+
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
+	writeError(w, http.StatusInternalServerError, "internal error; the server's log has the details")
+}

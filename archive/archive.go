@@ -5,7 +5,6 @@
 package archive
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"

@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/server"
+)
+
+func init() {
+	register(&command{name: "tenant create", args: "NAME", summary: "create a tenant; prints {id, name, metadata, retention}", run: tenantCreate})
+	register(&command{name: "tenant list", summary: "list the tenants, one JSON line each", run: tenantList})
+	register(&command{name: "tenant show", args: "TENANT", summary: "print one tenant (by id or name)", run: tenantShow})
+	register(&command{name: "tenant set-metadata", args: "TENANT LEVEL", summary: "set the metadata level: none, form, times, counts or full", run: tenantSetMetadata})
+	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
+
+	var keyTenant, keyLabel string
+	var keyScopes listFlag
+	var keyOperator bool
+	register(&command{
+		name: "key create", summary: "create an API key; prints {id, tenant, scopes, label, token} (the token is shown once)",
+		flags: func(fs *flag.FlagSet) {
+			keyTenant, keyLabel, keyScopes, keyOperator = "", "", nil, false
+			fs.StringVar(&keyTenant, "tenant", "", "the tenant (id or name) of a tenant key")
+			fs.Var(&keyScopes, "scope", "a scope of a tenant key: write, read or delete (repeat for more)")
+			fs.StringVar(&keyLabel, "label", "", "a label saying whose key it is (required)")
+			fs.BoolVar(&keyOperator, "operator", false, "an operator key, for the admin API of every tenant")
+		},
+		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			return keyCreate(e, keyTenant, keyScopes, keyLabel, keyOperator)
+		},
+	})
+	var listTenant string
+	register(&command{
+		name: "key list", summary: "list keys (never their tokens)",
+		flags: func(fs *flag.FlagSet) {
+			listTenant = ""
+			fs.StringVar(&listTenant, "tenant", "", "only this tenant's keys")
+		},
+		run: func(e *env, fs *flag.FlagSet, args []string) error { return keyList(e, listTenant) },
+	})
+	register(&command{name: "key revoke", args: "ID", summary: "revoke a key; it is refused from the next request on", run: keyRevoke})
+
+	register(&command{name: "hold set", args: "TENANT UUID", summary: "put a vCon under legal hold: no delete, no purge", run: holdChange(true)})
+	register(&command{name: "hold release", args: "TENANT UUID", summary: "release a legal hold", run: holdChange(false)})
+	register(&command{name: "hold list", args: "TENANT", summary: "list a tenant's held uuids", run: holdList})
+
+	var auditTenant, since, until string
+	var admin bool
+	register(&command{
+		name: "audit export", summary: "print a tenant's audit log, or the admin log, as JSON lines",
+		flags: func(fs *flag.FlagSet) {
+			auditTenant, since, until, admin = "", "", "", false
+			fs.StringVar(&auditTenant, "tenant", "", "the tenant (id or name)")
+			fs.BoolVar(&admin, "admin", false, "the admin log instead of a tenant's")
+			fs.StringVar(&since, "since", "", "only records at or after this RFC 3339 time")
+			fs.StringVar(&until, "until", "", "only records before this RFC 3339 time")
+		},
+		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			return auditExport(e, auditTenant, admin, since, until)
+		},
+	})
+}
+
+// openCatalog opens the catalog beside a running server, if any.
+func (e *env) openCatalog() (*config.Config, *catalog.Catalog, error) {
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := catalog.Open(e.ctx, cfg.DataDir)
+	if errors.Is(err, catalog.ErrMissing) {
+		return nil, nil, fmt.Errorf("the data directory %s has no catalog; run vcon-server init --config %s first", cfg.DataDir, e.config)
+	}
+	return cfg, cat, err
+}
+
+func findTenant(e *env, cat *catalog.Catalog, idOrName string) (catalog.Tenant, error) {
+	t, err := cat.FindTenant(e.ctx, idOrName)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return t, fmt.Errorf("no tenant has the id or name %q; vcon-server tenant list shows them", idOrName)
+	}
+	return t, err
+}
+
+func tenantCreate(e *env, _ *flag.FlagSet, args []string) error {
+	if err := server.ValidTenantName(args[0]); err != nil {
+		return err
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := cat.NewTenant(e.ctx, args[0], catalog.CLI)
+	if errors.Is(err, catalog.ErrNameTaken) {
+		return fmt.Errorf("a tenant named %q already exists", args[0])
+	}
+	if err != nil {
+		return err
+	}
+	return e.emit(t)
+}
+
+func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	ts, err := cat.Tenants(e.ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := e.emit(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, args[0])
+	if err != nil {
+		return err
+	}
+	return e.emit(t)
+}
+
+func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
+	if !catalog.ValidLevel(args[1]) {
+		return fmt.Errorf("unknown metadata level %q: use one of %s", args[1], strings.Join(catalog.Levels, ", "))
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, args[0])
+	if err != nil {
+		return err
+	}
+	if t, err = cat.SetMetadata(e.ctx, t.ID, args[1], catalog.CLI); err != nil {
+		return err
+	}
+	return e.emit(t)
+}
+
+func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
+	var days *int
+	if args[1] != "default" {
+		d, err := config.ParseDays(args[1])
+		if err != nil {
+			return fmt.Errorf("%v, or default for the server's", err)
+		}
+		n := int(d / (24 * time.Hour))
+		days = &n
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, args[0])
+	if err != nil {
+		return err
+	}
+	if t, err = cat.SetRetention(e.ctx, t.ID, days, catalog.CLI); err != nil {
+		return err
+	}
+	return e.emit(t)
+}
+
+func keyCreate(e *env, tenant string, scopes []string, label string, operator bool) error {
+	switch {
+	case label == "":
+		return errors.New("key create needs --label, saying whose key it is")
+	case operator && (tenant != "" || len(scopes) > 0):
+		return errors.New("an --operator key has no --tenant and no --scope: it may use the admin API of every tenant")
+	case !operator && tenant == "":
+		return errors.New("key create needs --tenant T and at least one --scope, or --operator")
+	case !operator && len(scopes) == 0:
+		return fmt.Errorf("key create needs at least one --scope: %s", strings.Join(catalog.Scopes, ", "))
+	}
+	var clean []string
+	for _, s := range scopes {
+		if !slices.Contains(catalog.Scopes, s) {
+			return fmt.Errorf("unknown scope %q: use %s", s, strings.Join(catalog.Scopes, ", "))
+		}
+		if !slices.Contains(clean, s) {
+			clean = append(clean, s)
+		}
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	var tid *ids.ID
+	if !operator {
+		t, err := findTenant(e, cat, tenant)
+		if err != nil {
+			return err
+		}
+		tid = &t.ID
+	}
+	k, token, err := cat.NewKey(e.ctx, tid, clean, label, catalog.CLI)
+	if err != nil {
+		return err
+	}
+	var tenantText *string
+	if tid != nil {
+		s := tid.String()
+		tenantText = &s
+	}
+	if clean == nil {
+		clean = []string{}
+	}
+	return e.emit(map[string]any{"id": k.ID, "tenant": tenantText, "operator": operator, "scopes": clean, "label": label, "token": token})
+}
+
+func keyList(e *env, tenant string) error {
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	var tid *ids.ID
+	if tenant != "" {
+		t, err := findTenant(e, cat, tenant)
+		if err != nil {
+			return err
+		}
+		tid = &t.ID
+	}
+	keys, err := cat.Keys(e.ctx, tid)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := e.emit(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func keyRevoke(e *env, _ *flag.FlagSet, args []string) error {
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	k, err := cat.Revoke(e.ctx, args[0], catalog.CLI)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return fmt.Errorf("no key has the id %q; vcon-server key list shows them", args[0])
+	}
+	if err != nil {
+		return err
+	}
+	return e.emit(k)
+}
+
+func holdChange(held bool) func(*env, *flag.FlagSet, []string) error {
+	return func(e *env, _ *flag.FlagSet, args []string) error {
+		uuid, err := ids.Parse(args[1])
+		if err != nil {
+			return fmt.Errorf("%q is not a vCon uuid (36 characters: 8-4-4-4-12 hexadecimal digits)", args[1])
+		}
+		_, cat, err := e.openCatalog()
+		if err != nil {
+			return err
+		}
+		defer cat.Close()
+		t, err := findTenant(e, cat, args[0])
+		if err != nil {
+			return err
+		}
+		if err := cat.Hold(e.ctx, t.ID, uuid, held, catalog.CLI); err != nil {
+			return err
+		}
+		return e.emit(map[string]any{"tenant": t.ID.String(), "uuid": uuid.String(), "held": held})
+	}
+}
+
+func holdList(e *env, _ *flag.FlagSet, args []string) error {
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, args[0])
+	if err != nil {
+		return err
+	}
+	held, err := cat.Holds(e.ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, id := range held {
+		if err := e.emit(map[string]any{"tenant": t.ID.String(), "uuid": id.String(), "held": true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseTime reads --since/--until; the refusal text is the one the export
+// page shows.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, fmt.Errorf("%q is not an RFC 3339 time such as 2026-11-05T00:00:00Z", s)
+	}
+	return t, nil
+}
+
+func parseWindow(since, until string) (time.Time, time.Time, error) {
+	s, err := parseTime(since)
+	if err != nil {
+		return s, s, err
+	}
+	u, err := parseTime(until)
+	if err != nil {
+		return s, u, err
+	}
+	if !s.IsZero() && !u.IsZero() && !s.Before(u) {
+		return s, u, fmt.Errorf("--since %s is not before --until %s", since, until)
+	}
+	return s, u, nil
+}
+
+func auditExport(e *env, tenant string, admin bool, since, until string) error {
+	if admin == (tenant != "") {
+		return errors.New("audit export needs --tenant T, or --admin for the admin log")
+	}
+	s, u, err := parseWindow(since, until)
+	if err != nil {
+		return err
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if admin {
+		return cat.AdminRecords(e.ctx, s, u, func(r catalog.Record) error { return e.emit(r) })
+	}
+	t, err := findTenant(e, cat, tenant)
+	if err != nil {
+		return err
+	}
+	return cat.AuditRecords(e.ctx, t.ID, s, u, func(r catalog.Record) error { return e.emit(r) })
+}

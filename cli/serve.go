@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/logline"
+	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/server"
+)
+
+func init() {
+	register(&command{
+		name:    "init",
+		summary: "create the data directory, the catalog, the master key file and a self-signed certificate where absent",
+		run:     runInit,
+	})
+	register(&command{
+		name:    "serve",
+		summary: "run the HTTPS server and the purge sweep until SIGTERM or SIGINT",
+		run:     runServe,
+	})
+	register(&command{
+		name:    "version",
+		summary: "print the version",
+		run: func(e *env, _ *flag.FlagSet, _ []string) error {
+			return e.emit(map[string]string{"version": Version, "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH})
+		},
+	})
+}
+
+func runInit(e *env, _ *flag.FlagSet, _ []string) error {
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create the data directory: %w", err)
+	}
+	madeKey := false
+	if err := seal.CreateMasterKeyFile(cfg.MasterKey); err == nil {
+		madeKey = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	if err != nil {
+		return err
+	}
+	cat, made, err := catalog.Create(e.ctx, cfg.DataDir, mk.CheckValue())
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if check, _, err := cat.KeyCheck(e.ctx); err != nil {
+		return err
+	} else if string(check) != string(mk.CheckValue()) {
+		return fmt.Errorf("the master key %s does not open the catalog already in %s; use the key file init made for it", cfg.MasterKey, cfg.DataDir)
+	}
+	madeCert, err := selfSignedIfAbsent(cfg)
+	if err != nil {
+		return err
+	}
+	if madeCert {
+		fmt.Fprintf(e.stderr, "vcon-server: made a self-signed certificate %s for %s; replace it with your own for production\n", cfg.TLS.Cert, certHosts(cfg))
+	}
+	return e.emit(map[string]any{
+		"data_dir": cfg.DataDir, "catalog": filepath.Join(cfg.DataDir, catalog.FileName), "catalog_id": cat.ID.String(),
+		"created": made, "master_key": cfg.MasterKey, "master_key_created": madeKey,
+		"tls_cert": cfg.TLS.Cert, "tls_cert_created": madeCert,
+	})
+}
+
+func runServe(e *env, _ *flag.FlagSet, _ []string) error {
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return err
+	}
+	log := logline.New(e.stderr, cfg.Log.Level, "serve")
+	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	d, err := server.Start(ctx, cfg, log, server.Options{})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("stopping: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Close(sctx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+// Daemon is a running server: the HTTPS listener, the purge sweep, and
+// the catalog and lock they hold. Tests start it in-process; serve runs one
+// until a signal.
+type Daemon struct {
+	Archive *archive.Archive
+	Cat     *catalog.Catalog
+	Log     *slog.Logger
+
+	cfg     *config.Config
+	unlock  func()
+	ln      net.Listener
+	srv     *http.Server
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	sweepMu sync.Mutex
+}
+
+// Options adjust a Daemon for tests.
+type Options struct {
+	Now      func() time.Time // the clock of retention; time.Now when nil
+	Listener net.Listener     // instead of listening on cfg.Listen
+}
+
+// Start opens everything serve needs, repairs what a crash left, and
+// starts answering. Every refusal says what is wrong and what to do.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, Log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			d.release()
+		}
+	}()
+	if err := cfg.CheckFiles(true); err != nil {
+		return nil, err
+	}
+	unlock, err := catalog.Lock(cfg.DataDir)
+	if errors.Is(err, catalog.ErrLocked) {
+		return nil, fmt.Errorf("another vcon-server serve is running on the data directory %s; stop it first", cfg.DataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.unlock = unlock
+	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := OpenCatalog(ctx, cfg, mk)
+	if err != nil {
+		return nil, err
+	}
+	d.Cat = cat
+	objects, loc, err := OpenObjects(ctx, cfg, cat)
+	if err != nil {
+		return nil, err
+	}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	cat.Now = now
+	d.Archive = &archive.Archive{
+		Cat: cat, Objects: objects, Loc: loc, Key: mk,
+		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
+		Log: log, Now: now,
+	}
+	rec, err := d.Archive.Recover(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start-up recovery: %w", err)
+	}
+	if rec != (archive.Recovery{}) {
+		log.Info("start-up recovery", "temporary_files", rec.Temps, "orphan_objects", rec.Orphans,
+			"keys_destroyed_again", rec.Tombstoned, "purges_finished", rec.PurgesEnded)
+	}
+
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: load certificate %s and key %s: %w", cfg.TLS.Cert, cfg.TLS.Key, err)
+	}
+	ln := opt.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+	}
+	d.ln = tls.NewListener(ln, TLSConfig(cert))
+	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: NewMetrics(metrics.NewRegistry())}
+	d.srv = NewHTTPServer(s.Handler(), log)
+
+	runCtx, stop := context.WithCancel(context.Background())
+	d.stop = stop
+	d.wg.Add(2)
+	go func() {
+		defer d.wg.Done()
+		if err := d.srv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve stopped", "error", err.Error())
+		}
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.every(runCtx, cfg.Retention.PurgeInterval, d.Sweep)
+	}()
+	log.Info("listening", "address", d.ln.Addr().String(), "storage", objects.String())
+	ok = true
+	return d, nil
+}
+
+// TLSConfig is TLS 1.2 and later with forward-secret AEAD suites only.
+func TLSConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
+}
+
+// OpenCatalog opens the data directory's catalog and proves the master key
+// is the one it was made with.
+func OpenCatalog(ctx context.Context, cfg *config.Config, mk *seal.MasterKey) (*catalog.Catalog, error) {
+	cat, err := catalog.Open(ctx, cfg.DataDir)
+	if errors.Is(err, catalog.ErrMissing) {
+		return nil, fmt.Errorf("the data directory %s has no catalog; run vcon-server init --config %s first", cfg.DataDir, cfg.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	check, rotated, err := cat.KeyCheck(ctx)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	if string(check) != string(mk.CheckValue()) {
+		cat.Close()
+		if rotated {
+			return nil, fmt.Errorf("the master key %s does not open this catalog: a master-key rotation replaced it; set master_key to the new key file", cfg.MasterKey)
+		}
+		return nil, fmt.Errorf("the master key %s does not open this catalog (its check value differs); use the key file init made for the data directory %s", cfg.MasterKey, cfg.DataDir)
+	}
+	return cat, nil
+}
+
+// OpenObjects opens the configured object store.
+func OpenObjects(ctx context.Context, cfg *config.Config, cat *catalog.Catalog) (objstore.Store, catalog.Location, error) {
+	if cfg.Storage.Objects == "s3" {
+		return nil, "", errors.New("storage.objects = \"s3\" is not in this build")
+	}
+	counts, err := cat.CountByLocation(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if n := counts[catalog.InS3] + counts[catalog.Packed]; n > 0 {
+		return nil, "", fmt.Errorf("%d version(s) are in a bucket, but the configuration says storage.objects = \"dir\"; put back the [storage] table that names the bucket", n)
+	}
+	dir, err := objstore.NewDir(cfg.DataDir)
+	if err != nil {
+		return nil, "", err
+	}
+	return dir, catalog.InDir, nil
+}
+
+// every runs fn now and then every interval until ctx ends.
+func (d *Daemon) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
+}
+
+// Sweep runs one purge sweep and logs its counts.
+func (d *Daemon) Sweep(ctx context.Context) {
+	d.sweepMu.Lock()
+	defer d.sweepMu.Unlock()
+	n, err := d.Archive.Sweep(ctx)
+	if err != nil && ctx.Err() == nil {
+		d.Log.Error("purge sweep failed", "purged", n, "error", err.Error())
+	} else if n > 0 {
+		d.Log.Info("purge sweep", "purged", n)
+	}
+}
+
+// Addr is the address the server listens on.
+func (d *Daemon) Addr() string { return d.ln.Addr().String() }
+
+// Close stops accepting, lets requests in flight finish (until ctx ends),
+// stops the sweeps, and releases the catalog and the lock.
+func (d *Daemon) Close(ctx context.Context) error {
+	err := d.srv.Shutdown(ctx)
+	d.stop()
+	d.wg.Wait()
+	d.release()
+	return err
+}
+
+func (d *Daemon) release() {
+	if d.Cat != nil {
+		d.Cat.Close()
+		d.Cat = nil
+	}
+	if d.unlock != nil {
+		d.unlock()
+		d.unlock = nil
+	}
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the real S3 servers the tests run against, built from source with
+# `go install` (the only registry this project's machines reach is the Go
+# module proxy), into ${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}/bin.
+# That folder is outside the repository, so one machine builds each tool
+# once. Idempotent: a tool already there is kept.
+#
+#   scripts/install-test-tools.sh            # both servers
+#   scripts/install-test-tools.sh versitygw  # just one
+#
+# versitygw (Apache-2.0) takes about 2 minutes to build cold; MinIO (AGPL)
+# several. MinIO is only ever run as an external program by the tests
+# (internal/s3test), never imported into the project's code.
+set -euo pipefail
+
+VERSITYGW_VERSION=v1.8.0
+# MinIO's tags are not Go semantic versions, so the module proxy serves its
+# newest pseudo-version only as "latest".
+MINIO_VERSION=latest
+
+TOOLS="${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}"
+BIN="$TOOLS/bin"
+mkdir -p "$BIN"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "install-test-tools: go is not on PATH" >&2
+  exit 1
+fi
+
+install_tool() { # name module
+  local name=$1 module=$2
+  if [ -x "$BIN/$name" ]; then
+    echo "install-test-tools: $name already in $BIN (kept; delete it to rebuild)"
+    return 0
+  fi
+  echo "install-test-tools: building $name from $module into $BIN ..."
+  local start=$SECONDS
+  # Build into a temporary folder, then move into place: an interrupted
+  # build never leaves a half-written binary that the next run would keep.
+  local tmp
+  tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
+  if ! GOBIN="$tmp" GOFLAGS= go install "$module"; then
+    rm -rf "$tmp"
+    echo "install-test-tools: building $name failed" >&2
+    return 1
+  fi
+  mv "$tmp/$name" "$BIN/$name"
+  rm -rf "$tmp"
+  echo "install-test-tools: installed $BIN/$name in $((SECONDS - start))s"
+}
+
+want=("$@")
+if [ ${#want[@]} -eq 0 ]; then
+  want=(versitygw minio)
+fi
+for tool in "${want[@]}"; do
+  case $tool in
+    versitygw) install_tool versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" ;;
+    minio) install_tool minio "github.com/minio/minio@$MINIO_VERSION" ;;
+    *) echo "install-test-tools: unknown tool $tool (want versitygw or minio)" >&2; exit 2 ;;
+  esac
+done
+echo "install-test-tools: done; the tests find the servers in $BIN (or set VCON_TEST_VERSITYGW / VCON_TEST_MINIO)"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 )
@@ -62,8 +63,16 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 	var destroyed []catalog.Version
 	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
-		destroyed, err = tx.DestroyKeys(versions, a.DefaultRetention)
-		return err
+		if destroyed, err = tx.DestroyKeys(versions, a.DefaultRetention); err != nil {
+			return err
+		}
+		for _, v := range destroyed {
+			err := tx.Audit(v.Tenant, catalog.Record{Actor: "server", Label: "retention", Action: "purge", Target: v.UUID.String(), Status: 200})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, wrapf("purge: destroy keys", err)
@@ -74,6 +83,7 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 	if err := a.checkpoint(ctx); err != nil {
 		return len(destroyed), err
 	}
+	crashpoint.Hit(crashpoint.PurgeAfterKey)
 	var errs []error
 	for _, v := range destroyed {
 		if err := a.finishPurge(ctx, v); err != nil {
@@ -100,6 +110,7 @@ func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
 	if err := a.writeTombstone(ctx, v); err != nil {
 		return err
 	}
+	crashpoint.Hit(crashpoint.PurgeAfterTombstone)
 	key := ObjectKey(v.Location, v.Tenant, v.ID)
 	if err := a.Objects.Delete(ctx, key); err != nil {
 		return wrapf("purge: delete object", err)
@@ -110,6 +121,7 @@ func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
 		}
 		return wrapf("purge: prove the object gone", err)
 	}
+	crashpoint.Hit(crashpoint.PurgeAfterDelete)
 	return a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.FinishPurge(v.ID) })
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/vcon"
@@ -22,7 +23,8 @@ type StoreRequest struct {
 	ContentEncoding string // "gzip" or ""
 }
 
-// Stored is what a successful store answers.
+// Stored is what a successful store answers. A refusal made after the
+// body named its uuid still carries UUID, for the audit record.
 type Stored struct {
 	UUID     ids.ID
 	Version  ids.ID
@@ -98,11 +100,12 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		return Stored{}, &vcon.InvalidError{Reason: "uuid is not a UUID"}
 	}
 	if req.UUID != nil && *req.UUID != uuid {
-		return Stored{}, ErrUUIDMismatch
+		return Stored{UUID: *req.UUID}, ErrUUIDMismatch
 	}
 	if err := up.Commit(); err != nil {
 		return Stored{}, wrapf("store: write object", err)
 	}
+	crashpoint.Hit(crashpoint.StoreAfterObject)
 
 	wrapped, err := a.Key.Wrap(dk, req.Tenant, vid)
 	if err != nil {
@@ -127,9 +130,10 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 			a.logError("store: removing an object whose commit failed", derr)
 		}
 		if errors.Is(err, catalog.ErrExists) {
-			return Stored{}, err
+			return Stored{UUID: uuid}, err
 		}
-		return Stored{}, wrapf("store: commit", err)
+		return Stored{UUID: uuid}, wrapf("store: commit", err)
 	}
+	crashpoint.Hit(crashpoint.StoreAfterCommit)
 	return Stored{UUID: uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: res.meta}, nil
 }

@@ -59,6 +59,9 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 		req.Body = http.MaxBytesReader(w, r.Body, s.MaxSize+1)
 		res, err := s.Archive.Store(r.Context(), req)
 		if err != nil {
+			if !res.UUID.IsZero() {
+				target = res.UUID.String()
+			}
 			return s.failErr(w, r, err), target
 		}
 		w.Header().Set("Location", "/vcons/"+res.UUID.String())

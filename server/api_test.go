@@ -1,0 +1,13 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/vcon-server/vcon-server/internal/apitest"
+	"github.com/vcon-server/vcon-server/internal/testenv"
+)
+
+// TestAPI runs the HTTP suite on the data-directory storage.
+func TestAPI(t *testing.T) {
+	apitest.Run(t, func(t *testing.T, opts testenv.Options) *testenv.Env { return testenv.New(t, opts) })
+}

@@ -1,0 +1,122 @@
+// Package config reads the server's TOML configuration (SPEC §5, and the
+// seed pages for [storage.parquet]). The file is decoded over the defaults;
+// an unknown key or an impossible value is refused with an error that names
+// the key and the value, and that a CLI prints after "vcon-server: ".
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// DefaultPath is where the CLI looks without --config.
+const DefaultPath = "/etc/vcon-server/vcon-server.toml"
+
+// Config is a whole configuration. Paths in it are absolute when the file
+// gave them relative: they are resolved against the folder holding the
+// file, so a local configuration (make run) can say data_dir = "data".
+type Config struct {
+	Path        string // the file it came from
+	Listen      string // host:port
+	DataDir     string
+	MasterKey   string
+	MaxVconSize int64 // bytes
+	TLS         TLS
+	Retention   Retention
+	Storage     Storage
+	Export      Export
+	Log         Log
+}
+
+type TLS struct {
+	Cert, Key string
+}
+
+type Retention struct {
+	Default       time.Duration // whole days; 0 purges at once
+	PurgeInterval time.Duration // between purge sweeps
+}
+
+type Storage struct {
+	Objects string   // "dir" or "s3"
+	S3      *S3      // nil when [storage.s3] is absent
+	Parquet *Parquet // nil when [storage.parquet] is absent: no packing
+}
+
+type Export struct {
+	// S3 is the service and keys for exports to s3:// URLs; nil means use
+	// [storage.s3]'s. Its Bucket and Prefix are empty: they come from the
+	// export's --to.
+	S3 *S3
+}
+
+// S3 is a bucket's service, keys and place.
+type S3 struct {
+	Endpoint            string // https://host[:port], without a trailing "/"
+	Region              string
+	Bucket              string
+	Prefix              string // "" or ending in "/"
+	PathStyle           bool
+	AccessKeyID         string
+	SecretAccessKeyFile string
+	CAFile              string // "" for the system's roots
+	AllowVersioning     bool
+}
+
+type Parquet struct {
+	PackInterval time.Duration
+	PackLimit    int64 // bytes: the largest sealed object packed
+	ReaderGrace  time.Duration
+}
+
+type Log struct {
+	Level string // "debug", "info", "warn" or "error"
+}
+
+// Default returns the configuration of an empty file.
+func Default() *Config {
+	return &Config{
+		Listen:      "0.0.0.0:8443",
+		DataDir:     "/var/lib/vcon-server",
+		MasterKey:   "/etc/vcon-server/master.key",
+		MaxVconSize: 64 << 20,
+		TLS: TLS{
+			Cert: "/etc/vcon-server/cert.pem",
+			Key:  "/etc/vcon-server/key.pem",
+		},
+		Retention: Retention{
+			Default:       30 * 24 * time.Hour,
+			PurgeInterval: 60 * time.Second,
+		},
+		Storage: Storage{Objects: "dir"},
+		Log:     Log{Level: "info"},
+	}
+}
+
+// DefaultParquet returns the settings of an empty [storage.parquet] table.
+func DefaultParquet() *Parquet {
+	return &Parquet{
+		PackInterval: 300 * time.Second,
+		PackLimit:    16 << 20,
+		ReaderGrace:  900 * time.Second,
+	}
+}
+
+// Load reads and parses the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("configuration: cannot read %s: %w (name another file with --config)", path, err)
+		}
+		return nil, fmt.Errorf("configuration: cannot read %s: %w", path, err)
+	}
+	return Parse(data, path)
+}

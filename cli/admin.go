@@ -229,7 +229,14 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 	if clean == nil {
 		clean = []string{}
 	}
-	return e.emit(map[string]any{"id": k.ID, "tenant": tenantText, "operator": operator, "scopes": clean, "label": label, "token": token})
+	return e.emit(struct {
+		ID       string   `json:"id"`
+		Tenant   *string  `json:"tenant"`
+		Operator bool     `json:"operator"`
+		Scopes   []string `json:"scopes"`
+		Label    string   `json:"label"`
+		Token    string   `json:"token"`
+	}{k.ID, tenantText, operator, clean, label, token})
 }
 
 func keyList(e *env, tenant string) error {

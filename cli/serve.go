@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,7 +73,7 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 		return err
 	}
 	if madeCert {
-		fmt.Fprintf(e.stderr, "vcon-server: made a self-signed certificate %s for %s; replace it with your own for production\n", cfg.TLS.Cert, certHosts(cfg))
+		fmt.Fprintf(e.stderr, "vcon-server: made a self-signed certificate %s for %s; replace it with your own for production\n", cfg.TLS.Cert, strings.Join(certHosts(cfg), ", "))
 	}
 	return e.emit(map[string]any{
 		"data_dir": cfg.DataDir, "catalog": filepath.Join(cfg.DataDir, catalog.FileName), "catalog_id": cat.ID.String(),

@@ -38,6 +38,9 @@ type Options struct {
 	Storage string
 	// Now is the server's clock (time.Now when nil).
 	Now func() time.Time
+	// Listen is the listen address ("127.0.0.1:0" when empty); a server
+	// run as a separate process needs a fixed port (FreePort).
+	Listen string
 }
 
 // Env is one server and what a test needs to talk to it.
@@ -63,11 +66,18 @@ type Key struct {
 // New makes a data directory with init and starts a server on it.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
+	e := Prepare(t, opts)
+	e.Start()
+	return e
+}
+
+// Prepare makes the configuration and runs init, starting nothing.
+func Prepare(t testing.TB, opts Options) *Env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &Env{T: t, Dir: dir, ConfigPath: filepath.Join(dir, "vcon-server.toml"), opts: opts, Log: &syncBuffer{}}
 	e.WriteConfig("")
 	e.CLI("init")
-	e.Start()
 	return e
 }
 
@@ -81,7 +91,11 @@ func (e *Env) WriteConfig(extra string) {
 	if size == "" {
 		size = "64MiB"
 	}
-	text := fmt.Sprintf(`listen = "127.0.0.1:0"
+	listen := e.opts.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	text := fmt.Sprintf(`listen = %q
 data_dir = "data"
 master_key = "master.key"
 max_vcon_size = %q
@@ -98,7 +112,7 @@ purge_interval = 3600
 level = "debug"
 %s
 %s
-`, size, ret, e.opts.Storage, extra)
+`, listen, size, ret, e.opts.Storage, extra)
 	if err := os.WriteFile(e.ConfigPath, []byte(text), 0o600); err != nil {
 		e.T.Fatal(err)
 	}

@@ -101,9 +101,12 @@ func Query(t testing.TB, sql string) [][]string {
 
 // Run runs sql with duckdb -csv -c and returns what it printed on standard
 // output, every result one after the other, as the command line shows them.
+// DuckDB runs in UTC, as on the hosts the documentation was run on, so that
+// it shows a TIMESTAMP WITH TIME ZONE the same way wherever the test runs.
 func Run(t testing.TB, sql string) string {
 	t.Helper()
 	cmd := exec.Command(Path(t), "-csv", "-c", sql)
+	cmd.Env = append(os.Environ(), "TZ=UTC")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr

@@ -106,3 +106,6 @@ func (p *Proc) Exited() bool {
 		return false
 	}
 }
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }

@@ -109,7 +109,8 @@ func checkChunksInDuckDB(t *testing.T, path string, optional map[string]bool) {
 
 func TestPackFileInDuckDB(t *testing.T) {
 	duckdbtest.Path(t)
-	sizes := []int{0, 1, 4 << 10, 1 << 20, 17, 300 << 10}
+	// 16 MiB is pack_limit, the largest sealed object packed.
+	sizes := []int{0, 1, 4 << 10, 1 << 20, 17, 16 << 20, 300 << 10}
 	rows := packRows(t, len(sizes), func(i int) int { return sizes[i] })
 	file, locs := writePack(t, rows, 0)
 	checkPack(t, file, rows, locs)

@@ -89,6 +89,11 @@ func Path(t testing.TB) string {
 // Query runs sql (one or more statements) with duckdb -csv -c in a fresh
 // in-memory database and returns the rows of the last result, its header
 // first. It fails the test when DuckDB reports an error.
+//
+// CSV does not mark where one result ends and the next begins, so Query
+// tells results apart by their number of columns: statements before the
+// last may print results (CREATE SECRET's Success, for one), but not of the
+// last one's width. Use Run to see everything printed.
 func Query(t testing.TB, sql string) [][]string {
 	t.Helper()
 	out := Run(t, sql)
@@ -116,10 +121,8 @@ func Run(t testing.TB, sql string) string {
 	return stdout.String()
 }
 
-// lastResult splits the CSV duckdb printed into results, each starting
-// with a header line, and returns the last. Results are told apart by
-// their width; that is enough here, since a test's last statement is the
-// one it reads.
+// lastResult returns the last result of the CSV duckdb printed: the
+// records after the last change of width.
 func lastResult(t testing.TB, out string) [][]string {
 	t.Helper()
 	r := csv.NewReader(strings.NewReader(out))

@@ -418,3 +418,10 @@ func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, 
 	}
 	return out, rows.Err()
 }
+
+// TenantsWithPacked counts the tenants that have packed versions.
+func (c *Catalog) TenantsWithPacked(ctx context.Context) (int, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(DISTINCT tenant) FROM versions WHERE location = ?`, string(Packed)).Scan(&n)
+	return n, err
+}

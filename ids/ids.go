@@ -139,3 +139,12 @@ func Time(id ID) time.Time {
 	copy(ts[2:], id[0:6])
 	return time.UnixMilli(int64(binary.BigEndian.Uint64(ts[:])))
 }
+
+// MustParse is Parse for text known to be a UUID; it panics otherwise.
+func MustParse(s string) ID {
+	id, err := Parse(s)
+	if err != nil {
+		panic("ids: " + s + ": " + err.Error())
+	}
+	return id
+}

@@ -15,8 +15,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/metrics"
-	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/storage"
 )
 
 // Daemon is a running server: the HTTPS listener, the purge sweep, and
@@ -72,7 +72,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	}
 	d.Cat = cat
-	objects, loc, err := OpenObjects(ctx, cfg, cat)
+	objects, loc, err := storage.Open(ctx, cfg, cat, storage.Options{Serve: true})
 	if err != nil {
 		return nil, err
 	}
@@ -163,25 +163,6 @@ func OpenCatalog(ctx context.Context, cfg *config.Config, mk *seal.MasterKey) (*
 		return nil, fmt.Errorf("the master key %s does not open this catalog (its check value differs); use the key file init made for the data directory %s", cfg.MasterKey, cfg.DataDir)
 	}
 	return cat, nil
-}
-
-// OpenObjects opens the configured object store.
-func OpenObjects(ctx context.Context, cfg *config.Config, cat *catalog.Catalog) (objstore.Store, catalog.Location, error) {
-	if cfg.Storage.Objects == "s3" {
-		return nil, "", errors.New("storage.objects = \"s3\" is not in this build")
-	}
-	counts, err := cat.CountByLocation(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	if n := counts[catalog.InS3] + counts[catalog.Packed]; n > 0 {
-		return nil, "", fmt.Errorf("%d version(s) are in a bucket, but the configuration says storage.objects = \"dir\"; put back the [storage] table that names the bucket", n)
-	}
-	dir, err := objstore.NewDir(cfg.DataDir)
-	if err != nil {
-		return nil, "", err
-	}
-	return dir, catalog.InDir, nil
 }
 
 // every runs fn now and then every interval until ctx ends.

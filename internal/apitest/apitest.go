@@ -19,6 +19,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -63,7 +64,7 @@ func Fixtures(t testing.TB) []Fixture {
 	var out []Fixture
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, "invalid") {
+		if strings.HasPrefix(name, "invalid") || !(strings.HasSuffix(name, ".vcon") || strings.HasSuffix(name, ".vcon.gz")) {
 			continue
 		}
 		body, err := os.ReadFile(filepath.Join(dir, name))
@@ -350,21 +351,10 @@ func refusals(t *testing.T, e *testenv.Env) {
 	expect(t, e.Do("GET", "/vcons/"+other2, reader.Token, nil), 404, "missing uuid")
 	expect(t, e.Do("GET", "/admin/tenants", writer.Token, nil), 403, "tenant key on the admin API")
 
-	objects := countFiles(t, filepath.Join(e.Config.DataDir, "objects"))
+	objects := e.Count("objects")
 	if objects != 2 {
 		t.Fatalf("%d object files after the refusals, want 2", objects)
 	}
-}
-
-func countFiles(t testing.TB, dir string) int {
-	n := 0
-	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			n++
-		}
-		return nil
-	})
-	return n
 }
 
 func noClearContent(t *testing.T, e *testenv.Env) {
@@ -437,12 +427,12 @@ func deleteWithRetention(t *testing.T, newEnv NewEnv) {
 		t.Fatalf("versions after DELETE: %+v", vs)
 	}
 	e.Daemon.Sweep(t.Context())
-	if n := countFiles(t, filepath.Join(e.Config.DataDir, "objects")); n != 2 {
+	if n := e.Count("objects"); n != 2 {
 		t.Fatalf("%d objects before retention ran out, want 2", n)
 	}
 	clock.Advance(29 * 24 * time.Hour)
 	e.Daemon.Sweep(t.Context())
-	if n := countFiles(t, filepath.Join(e.Config.DataDir, "objects")); n != 2 {
+	if n := e.Count("objects"); n != 2 {
 		t.Fatalf("%d objects a day before retention ran out, want 2", n)
 	}
 	// The tenant's retention as set at the sweep decides: lengthen it, and
@@ -450,16 +440,16 @@ func deleteWithRetention(t *testing.T, newEnv NewEnv) {
 	e.CLI("tenant", "set-retention", "acme", "60d")
 	clock.Advance(2 * 24 * time.Hour)
 	e.Daemon.Sweep(t.Context())
-	if n := countFiles(t, filepath.Join(e.Config.DataDir, "objects")); n != 2 {
+	if n := e.Count("objects"); n != 2 {
 		t.Fatalf("%d objects with retention 60d, want 2", n)
 	}
 	e.CLI("tenant", "set-retention", "acme", "default")
 	e.Daemon.Sweep(t.Context())
-	if n := countFiles(t, filepath.Join(e.Config.DataDir, "objects")); n != 0 {
+	if n := e.Count("objects"); n != 0 {
 		t.Fatalf("%d objects after retention ran out, want 0", n)
 	}
 	expect(t, e.Do("GET", "/vcons/"+uuid+"/versions", k.Token, nil), 404, "versions after the purge")
-	if n := countFiles(t, filepath.Join(e.Config.DataDir, "purged")); n != 2 {
+	if n := e.Count("purged"); n != 2 {
 		t.Fatalf("%d tombstones, want 2", n)
 	}
 }
@@ -473,16 +463,18 @@ func deleteZeroRetention(t *testing.T, e *testenv.Env) {
 	if err := e.Daemon.Cat.DB().QueryRow(`SELECT wrapped_key FROM versions`).Scan(&wrapped); err != nil || len(wrapped) < 32 {
 		t.Fatalf("wrapped key: %v %x", err, wrapped)
 	}
-	objDir := filepath.Join(e.Config.DataDir, "objects")
-	var sealedCopy []byte
-	filepath.WalkDir(objDir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			sealedCopy, _ = os.ReadFile(path)
-		}
-		return nil
-	})
+	v, err := e.Daemon.Cat.Current(t.Context(), ids.MustParse(tenant), ids.MustParse(uuid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := e.Daemon.Archive.Sealed(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealedCopy, _ := io.ReadAll(rc)
+	rc.Close()
 	expect(t, e.Do("DELETE", "/vcons/"+uuid, k.Token, nil), 204, "DELETE")
-	if n := countFiles(t, objDir); n != 0 {
+	if n := e.Count("objects"); n != 0 {
 		t.Fatalf("%d objects when the 204 arrived", n)
 	}
 	var keys int
@@ -500,8 +492,13 @@ func deleteZeroRetention(t *testing.T, e *testenv.Env) {
 			t.Fatalf("catalog.db%s still holds the purged version's wrapped key", suffix)
 		}
 	}
-	if len(sealedCopy) == 0 {
-		t.Fatal("no sealed copy taken")
+	// The copy taken before the purge can no longer be opened: its key is
+	// gone from the catalog, and no other key fits.
+	var guess seal.DataKey
+	if r, err := seal.NewReader(bytes.NewReader(sealedCopy), guess, v.Tenant, v.ID); err == nil {
+		if _, err := io.ReadAll(r); err == nil {
+			t.Fatal("a sealed copy opened without its key")
+		}
 	}
 	expect(t, e.Do("GET", "/vcons/"+uuid+"/versions", k.Token, nil), 404, "versions after a 0d purge")
 	expect(t, e.Do("POST", "/vcons", k.Token, NewVcon(uuid, "again", "+15555550100"), "Content-Type", "application/vcon"), 201, "the uuid may be stored again")

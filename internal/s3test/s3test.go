@@ -346,3 +346,27 @@ func tail(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// StorageTOML is the [storage] tables of a server keeping its objects in
+// bucket under prefix on s, with the secret key in a file of its own.
+func (s *Server) StorageTOML(t testing.TB, bucket, prefix string) string {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "s3.secret")
+	if err := os.WriteFile(secret, []byte(s.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`
+[storage]
+objects = "s3"
+
+[storage.s3]
+endpoint = %q
+region = %q
+bucket = %q
+prefix = %q
+path_style = true
+access_key_id = %q
+secret_access_key_file = %q
+ca_file = %q
+`, s.Endpoint, s.Region, bucket, prefix, s.AccessKey, secret, s.CAFile)
+}

@@ -25,7 +25,9 @@ import (
 	"github.com/vcon-server/vcon-server/cli"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/logline"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/storage"
 )
 
 // Options shape the server a test gets.
@@ -348,4 +350,42 @@ func Shared(t testing.TB, rel string) string {
 		t.Skipf("NOT RUN: %s is absent (../shared beside the checkout holds it)", p)
 	}
 	return p
+}
+
+// Store opens the server's object store as a second client would.
+func (e *Env) Store() objstore.Store {
+	e.T.Helper()
+	if e.Config.Storage.Objects == "s3" {
+		s, err := storage.OpenS3(e.Config.Storage.S3, e.Config.Storage.S3.Bucket, e.Config.Storage.S3.Prefix, e.T.TempDir())
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		return s
+	}
+	d, err := objstore.NewDir(e.Config.DataDir)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return d
+}
+
+// Count counts the stored objects of one kind ("objects", "purged") of
+// every tenant, in the data directory or the bucket.
+func (e *Env) Count(kind string) int {
+	e.T.Helper()
+	n := 0
+	err := e.Store().List(context.Background(), "", func(info objstore.Info) error {
+		parts := strings.Split(info.Key, "/")
+		switch {
+		case len(parts) == 3 && parts[0] == kind: // objects/<tenant>/<version>
+			n++
+		case len(parts) == 4 && parts[0] == "tenants" && parts[2] == kind:
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return n
 }

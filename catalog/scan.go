@@ -1,0 +1,80 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// pageSize bounds how many rows one short read returns: long scans page
+// through the catalog by version id, holding no read transaction across
+// the I/O between pages (invariant 7), and never a whole tenant in memory.
+const pageSize = 1000
+
+// EachKept calls fn for every kept version (purge not started) of a
+// tenant, in version id order.
+func (c *Catalog) EachKept(ctx context.Context, tenant ids.ID, fn func(Version) error) error {
+	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.tenant = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`, []any{tenant[:]}, fn)
+}
+
+// EachAt calls fn for every version at a location, in version id order.
+func (c *Catalog) EachAt(ctx context.Context, loc Location, fn func(Version) error) error {
+	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.location = ? AND v.id > ? ORDER BY v.id LIMIT ?`, []any{string(loc)}, fn)
+}
+
+func (c *Catalog) each(ctx context.Context, q string, args []any, fn func(Version) error) error {
+	var after ids.ID
+	for {
+		page, err := c.page(ctx, q, append(append([]any{}, args...), after[:], pageSize))
+		if err != nil {
+			return err
+		}
+		for _, v := range page {
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+func (c *Catalog) page(ctx context.Context, q string, args []any) ([]Version, error) {
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read versions: %w", err)
+	}
+	defer rows.Close()
+	var out []Version
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// MoveVersion records that a version's object moved between locations;
+// ErrChanged when it was no longer where the mover found it.
+func (tx *Tx) MoveVersion(id ids.ID, from, to Location) error {
+	res, err := tx.exec(`UPDATE versions SET location = ? WHERE id = ? AND location = ?`, string(to), id[:], string(from))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrChanged
+	}
+	return nil
+}
+
+// CountPurging counts versions whose purge was cut off after the key.
+func (c *Catalog) CountPurging(ctx context.Context, tenant ids.ID) (int, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge <> 0`, tenant[:]).Scan(&n)
+	return n, err
+}

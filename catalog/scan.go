@@ -78,3 +78,10 @@ func (c *Catalog) CountPurging(ctx context.Context, tenant ids.ID) (int, error) 
 	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge <> 0`, tenant[:]).Scan(&n)
 	return n, err
 }
+
+// CountKept counts every tenant's kept versions.
+func (c *Catalog) CountKept(ctx context.Context) (int, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE purge = 0`).Scan(&n)
+	return n, err
+}

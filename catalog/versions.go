@@ -355,25 +355,6 @@ func (c *Catalog) Holds(ctx context.Context, tenant ids.ID) ([]ids.ID, error) {
 	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND held = 1 ORDER BY uuid`, tenant[:])
 }
 
-// VersionsAt lists the ids of the versions at one location, for recovery,
-// move-objects and check.
-func (c *Catalog) VersionsAt(ctx context.Context, loc Location) ([]Version, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.location = ? ORDER BY v.tenant, v.id`, string(loc))
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list versions: %w", err)
-	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
 // CountByLocation counts versions (purged or not) at each location.
 func (c *Catalog) CountByLocation(ctx context.Context) (map[Location]int, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT location, count(*) FROM versions GROUP BY location`)

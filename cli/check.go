@@ -102,7 +102,11 @@ func runCheck(e *env, deep bool) error {
 	}
 	c.arch = &archive.Archive{Cat: cat, Key: mk}
 	if deep {
-		c.progress = newProgress(e.stderr)
+		if c.progress = newProgress(e.stderr); c.progress != nil {
+			if c.progress.total, err = cat.CountKept(e.ctx); err != nil {
+				return err
+			}
+		}
 	}
 	tenants, err := cat.Tenants(e.ctx)
 	if err != nil {
@@ -232,12 +236,13 @@ func (c *checker) packFileSize(store objstore.Store, key string) (int64, error) 
 }
 
 // progress prints a line on a terminal while check --deep reads: count,
-// rate and bytes, so a long run shows it is moving.
+// rate and an estimate of the time left, so a long run shows it moves.
 type progress struct {
 	w     io.Writer
 	start time.Time
 	last  time.Time
 	n     int
+	total int
 	bytes int64
 }
 
@@ -263,7 +268,10 @@ func (p *progress) add(n int64) {
 	}
 	p.last = time.Now()
 	secs := time.Since(p.start).Seconds()
-	fmt.Fprintf(p.w, "\rcheck --deep: %d versions opened, %.0f/s, %.1f MiB/s ", p.n, float64(p.n)/secs, float64(p.bytes)/secs/(1<<20))
+	rate := float64(p.n) / secs
+	left := time.Duration(float64(p.total-p.n)/rate) * time.Second
+	fmt.Fprintf(p.w, "\rcheck --deep: %d of %d versions opened, %.0f/s, %.1f MiB/s, about %s left ",
+		p.n, p.total, rate, float64(p.bytes)/secs/(1<<20), left.Round(time.Second))
 }
 
 func (p *progress) done() {

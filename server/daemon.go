@@ -86,6 +86,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
 		Log: log, Now: now,
 	}
+	if n, err := storage.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
+		return nil, err
+	} else if n > 0 {
+		log.Info("start-up recovery removed spool files a crash left", "removed", n)
+	}
 	rec, err := d.Archive.Recover(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("start-up recovery: %w", err)

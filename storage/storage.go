@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
@@ -154,4 +155,28 @@ func Bind(ctx context.Context, s objstore.Store, cat *catalog.Catalog) error {
 		return fmt.Errorf("the storage cannot be used: %s belongs to another catalog (its %s names %s, this catalog is %s); give each server its own bucket or prefix", s, MarkerKey, strings.TrimSpace(string(got)), cat.ID)
 	}
 	return nil
+}
+
+// RemoveStaleSpool removes spooled uploads older than age: a crash left
+// them (they hold sealed bytes only). Younger ones may belong to a CLI
+// command running beside the server.
+func RemoveStaleSpool(dataDir string, age time.Duration) (int, error) {
+	entries, err := os.ReadDir(SpoolDir(dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || e.IsDir() || time.Since(info.ModTime()) < age {
+			continue
+		}
+		if os.Remove(filepath.Join(SpoolDir(dataDir), e.Name())) == nil {
+			n++
+		}
+	}
+	return n, nil
 }

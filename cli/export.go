@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/storage"
+)
+
+func init() {
+	var tenant, to, since, until string
+	register(&command{
+		name:    "export parquet",
+		summary: "write a tenant's kept versions as Parquet files and a manifest to a directory or s3://bucket/prefix/ (docs/export.md)",
+		flags: func(fs *flag.FlagSet) {
+			tenant, to, since, until = "", "", "", ""
+			fs.StringVar(&tenant, "tenant", "", "the tenant (id or name)")
+			fs.StringVar(&to, "to", "", "an absolute directory, or s3://bucket/prefix/ (the prefix empty or ending with /)")
+			fs.StringVar(&since, "since", "", "only versions stored at or after this RFC 3339 time")
+			fs.StringVar(&until, "until", "", "only versions stored before this RFC 3339 time")
+		},
+		run: func(e *env, _ *flag.FlagSet, _ []string) error {
+			return exportParquet(e, tenant, to, since, until)
+		},
+	})
+}
+
+// exportParquet runs beside a serving server: it takes no lock, reads the
+// catalog and the store, and writes only to the target, the tenant's audit
+// log and a scratch folder it removes. Every refusal comes before the
+// first file is written.
+func exportParquet(e *env, tenant, to, since, until string) error {
+	s, u, err := parseWindow(since, until)
+	if err != nil {
+		return err
+	}
+	if tenant == "" {
+		return errors.New("export parquet needs --tenant T, the tenant's id or name")
+	}
+	target, err := export.ParseTarget(to)
+	if err != nil {
+		return err
+	}
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return err
+	}
+	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	if err != nil {
+		return err
+	}
+	cat, err := server.OpenCatalog(e.ctx, cfg, mk)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, tenant)
+	if err != nil {
+		return err
+	}
+	// The store the versions live in, opened as every command but serve
+	// opens it: with objects = "s3" it reads objects and packed rows from
+	// the bucket.
+	objects, loc, err := storage.Open(e.ctx, cfg, cat, storage.Options{})
+	if err != nil {
+		return err
+	}
+	a := &archive.Archive{Cat: cat, Objects: objects, Loc: loc, Key: mk, MaxSize: cfg.MaxVconSize}
+
+	// The scratch folder holds the live ids and, for a bucket, each file
+	// while it is sent, clear columns included: it lives in the data
+	// directory, private to the service account, and goes at the end.
+	spool := storage.SpoolDir(cfg.DataDir)
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return fmt.Errorf("export: scratch folder: %w", err)
+	}
+	scratch, err := os.MkdirTemp(spool, "export-")
+	if err != nil {
+		return fmt.Errorf("export: scratch folder: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+
+	var dst objstore.Store
+	if target.IsBucket() {
+		table, c := "export.s3", cfg.Export.S3
+		if c == nil {
+			table, c = "storage.s3", cfg.Storage.S3
+		}
+		if dst, err = export.OpenBucket(e.ctx, table, c, target, scratch); err != nil {
+			return err
+		}
+	} else if dst, err = export.OpenDir(target.Dir); err != nil {
+		return err
+	}
+
+	// An interrupted export removes what it wrote before it exits.
+	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := export.Run(ctx, export.Options{
+		Archive: a, Tenant: t, Since: s, Until: u,
+		Target: dst, To: target.To, Actor: catalog.CLI.Name,
+		MaxVconSize: cfg.MaxVconSize, TempDir: scratch,
+	})
+	if err != nil {
+		if ctx.Err() != nil && e.ctx.Err() == nil {
+			return errors.New("the export was interrupted; it wrote no manifest and removed the files it had written")
+		}
+		if errors.Is(err, context.Canceled) {
+			return errors.New("the export was cancelled; it wrote no manifest and removed the files it had written")
+		}
+		return err
+	}
+	return e.emit(res)
+}

@@ -1,0 +1,508 @@
+// Package export writes a copy of one tenant's kept versions, current and
+// hidden, as Parquet files with a manifest, to a directory or a bucket
+// (docs/export.md). It reads the catalog and the store and never changes
+// them; it runs beside a serving server.
+//
+// The order of an export, and why:
+//
+//  1. One short read takes the tenant's newest version id: the export is a
+//     copy as of that moment. Versions are then listed in pages by id, each
+//     page its own short read, so no read transaction is held across I/O
+//     (docs/FORMAT.md, invariant 7) and memory does not grow with the
+//     tenant.
+//  2. Each version's sealed bytes are fetched from wherever they live,
+//     looking the version up again on a 404 (it may have been packed
+//     meanwhile). Only once the bytes have arrived is the version's key
+//     looked up again: a version whose key is gone was purged while the
+//     export ran and is left out (skipped), never half-written.
+//  3. Rows stream into part files that roll per store date and at a size
+//     bound. Each file is created whole or not at all (temporary name,
+//     fsync, link, folder fsync; or one create-only PutObject).
+//  4. The manifest goes last, create-only: of two exports racing for one
+//     number, the second is refused and removes its files. An export that
+//     fails removes the files it wrote.
+package export
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/crashpoint"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/parquetstore"
+)
+
+// Crash points of an export (package crashpoint): a binary built with
+// -tags crashpoints dies there when VCON_SERVER_CRASH_AT names one.
+const (
+	CrashAfterFile      = "export-after-file"      // a part file is whole under its name
+	CrashBeforeManifest = "export-before-manifest" // every part file is whole, no manifest yet
+)
+
+// Defaults of the bounds an export keeps.
+const (
+	// DefaultFileBytes is the sealed bytes after which a part file is
+	// closed and the next one started.
+	DefaultFileBytes = 128 << 20
+	// DefaultPageSize is how many versions one catalog read lists.
+	DefaultPageSize = 1000
+	// DefaultWorkers is how many versions are fetched and inspected at
+	// once; rows are still written in version order.
+	DefaultWorkers = 8
+	// DefaultInFlight bounds the sealed bytes fetched but not yet written.
+	// A version larger than it is fetched alone.
+	DefaultInFlight = 64 << 20
+)
+
+// Options describe one export.
+type Options struct {
+	// Archive reads the sealed bytes (Sealed) and holds the catalog (Cat)
+	// and the master key (Key) that opens them for the clear columns.
+	Archive *archive.Archive
+	// Tenant is the tenant exported; its Metadata is the level the files
+	// are written at.
+	Tenant catalog.Tenant
+	// Since and Until bound the store times: at or after Since, before
+	// Until. A zero time is no bound.
+	Since, Until time.Time
+	// Target receives the files: objstore.Dir over the --to directory, or
+	// objstore.S3 over the --to bucket and prefix (see OpenDir, OpenBucket).
+	Target objstore.Store
+	// To is the target as the operator wrote it, for the result line.
+	To string
+	// Actor is the audit record's actor ("cli").
+	Actor string
+	// MaxVconSize bounds what inspecting a body may read or inflate; a
+	// version stored larger is read up to its own size.
+	MaxVconSize int64
+
+	FileBytes int64 // DefaultFileBytes when 0
+	PageSize  int   // DefaultPageSize when 0
+	Workers   int   // DefaultWorkers when 0
+	InFlight  int64 // DefaultInFlight when 0
+	// TempDir holds the export's own scratch file (the live version ids,
+	// 16 bytes each); the system's temporary folder when "".
+	TempDir string
+	Now     func() time.Time
+
+	// Test seams. AfterFetch runs once a version's sealed bytes have
+	// arrived and before its key is looked up again. BeforePublish runs
+	// once the manifest number is chosen, before the manifest is written.
+	AfterFetch    func(v catalog.Version)
+	BeforePublish func(seq int64)
+}
+
+// Result is the line the command prints.
+type Result struct {
+	Tenant   string `json:"tenant"`
+	To       string `json:"to"`
+	Metadata string `json:"metadata"`
+	Seq      int64  `json:"seq"`
+	Manifest string `json:"manifest"` // its path under the target
+	Files    int    `json:"files"`
+	Rows     int64  `json:"rows"`
+	Bytes    int64  `json:"bytes"` // of the part files
+	Skipped  int64  `json:"skipped"`
+	Unread   int64  `json:"unread"`
+}
+
+// RaceError is the refusal of an export whose manifest number another
+// export took first.
+type RaceError struct {
+	Manifest string
+}
+
+func (e *RaceError) Error() string {
+	return fmt.Sprintf("another export published %s, the manifest this export was about to write, while it ran; this export removed its files: run it again", e.Manifest)
+}
+
+// run is one export in progress.
+type run struct {
+	opt    Options
+	level  parquetstore.Level
+	prefix string // "tenant=<id>/"
+	now    time.Time
+
+	files  []fileEntry
+	cur    *part
+	rows   int64
+	bytes  int64
+	skip   int64
+	unread int64
+
+	live      *os.File
+	liveBuf   *bufio.Writer
+	liveCount int64
+}
+
+type fileEntry struct {
+	Path  string `json:"path"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Run exports opt.Tenant to opt.Target and records it in the tenant's
+// audit log. On failure it removes what it wrote, as far as it can.
+func Run(ctx context.Context, opt Options) (Result, error) {
+	level, err := parquetstore.ParseLevel(opt.Tenant.Metadata)
+	if err != nil {
+		return Result{}, fmt.Errorf("the tenant's metadata level: %w", err)
+	}
+	if opt.FileBytes <= 0 {
+		opt.FileBytes = DefaultFileBytes
+	}
+	if opt.PageSize <= 0 {
+		opt.PageSize = DefaultPageSize
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = DefaultWorkers
+	}
+	if opt.InFlight <= 0 {
+		opt.InFlight = DefaultInFlight
+	}
+	if opt.MaxVconSize <= 0 {
+		opt.MaxVconSize = 64 << 20
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Actor == "" {
+		opt.Actor = catalog.CLI.Name
+	}
+	x := &run{opt: opt, level: level, prefix: "tenant=" + opt.Tenant.ID.String() + "/", now: opt.Now().UTC()}
+	x.live, err = os.CreateTemp(opt.TempDir, "vcon-export-live-*")
+	if err != nil {
+		return Result{}, fmt.Errorf("export: scratch file: %w", err)
+	}
+	defer func() {
+		x.live.Close()
+		os.Remove(x.live.Name())
+	}()
+	x.liveBuf = bufio.NewWriterSize(x.live, 64<<10)
+
+	if err := x.export(ctx); err != nil {
+		x.abort(ctx)
+		return Result{}, err
+	}
+	crashpoint.Hit(CrashBeforeManifest)
+	manifest, seq, err := x.publish(ctx)
+	if err != nil {
+		x.abort(ctx)
+		return Result{}, err
+	}
+	// The record follows the manifest, so it never names an export that
+	// did not happen; if it cannot be written, the export is undone.
+	err = opt.Archive.Cat.Audit(ctx, opt.Tenant.ID, catalog.Record{Actor: opt.Actor, Label: catalog.CLI.Label, Action: "export", Status: 200})
+	if err != nil {
+		x.remove(ctx, manifest)
+		x.abort(ctx)
+		return Result{}, fmt.Errorf("the export could not be recorded in the tenant's audit log, so its files were removed: %w", err)
+	}
+	return Result{
+		Tenant: opt.Tenant.ID.String(), To: opt.To, Metadata: string(level),
+		Seq: seq, Manifest: manifest, Files: len(x.files),
+		Rows: x.rows, Bytes: x.bytes, Skipped: x.skip, Unread: x.unread,
+	}, nil
+}
+
+// export lists, fetches and writes every row and closes the last file.
+func (x *run) export(ctx context.Context) error {
+	cat := x.opt.Archive.Cat
+	upto, found, err := cat.NewestVersion(ctx, x.opt.Tenant.ID)
+	if err != nil {
+		return err
+	}
+	if found {
+		if err := x.stream(ctx, upto); err != nil {
+			return err
+		}
+	}
+	if err := x.closePart(); err != nil {
+		return err
+	}
+	return x.liveBuf.Flush()
+}
+
+// job is one version on its way from the catalog to a file.
+type job struct {
+	v      catalog.Version
+	done   chan struct{}
+	held   int64
+	row    parquetstore.ExportRow
+	skip   bool
+	unread bool
+	err    error
+}
+
+// stream runs the pipeline: a lister pages through the catalog, workers
+// fetch and inspect, and this goroutine writes the rows in version order.
+func (x *run) stream(outer context.Context, upto ids.ID) error {
+	// Files outlive the pipeline: they are opened with the outer context.
+	ctx, cancel := context.WithCancel(outer)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	budget := newBudget(ctx, x.opt.InFlight)
+	queue := make(chan *job, 2*x.opt.Workers)
+	work := make(chan *job)
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(queue)
+		defer close(work)
+		x.list(ctx, upto, budget, queue, work)
+	}()
+	for range x.opt.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				x.process(ctx, j)
+				close(j.done)
+			}
+		}()
+	}
+
+	for j := range queue {
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if j.err != nil {
+			return j.err
+		}
+		err := x.write(outer, j)
+		budget.release(j.held)
+		if err != nil {
+			return err
+		}
+	}
+	// The lister stops early only when ctx ended.
+	return ctx.Err()
+}
+
+// list pages through the versions to export and hands each to the writer
+// (queue, in order) and to a worker (work). A listing failure reaches the
+// writer as a job that carries it.
+func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work chan<- *job) {
+	var after ids.ID
+	for {
+		page, err := x.opt.Archive.Cat.ExportPage(ctx, x.opt.Tenant.ID, after, upto, x.opt.Since, x.opt.Until, x.opt.PageSize)
+		if err != nil {
+			j := &job{err: err, done: make(chan struct{})}
+			close(j.done)
+			select {
+			case queue <- j:
+			case <-ctx.Done():
+			}
+			return
+		}
+		for _, v := range page {
+			if err := budget.acquire(v.SealedSize); err != nil {
+				return
+			}
+			j := &job{v: v, held: v.SealedSize, done: make(chan struct{})}
+			select {
+			case queue <- j:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(page) < x.opt.PageSize {
+			return
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// write adds one finished job's row to the current part file, rolling to a
+// new file at a new date or past the size bound.
+func (x *run) write(ctx context.Context, j *job) error {
+	if j.skip {
+		x.skip++
+		return nil
+	}
+	if j.unread {
+		x.unread++
+	}
+	date := j.v.StoredAt.UTC().Format(time.DateOnly)
+	size := int64(len(j.row.Sealed))
+	if x.cur != nil && (x.cur.date != date || (x.cur.rows > 0 && x.cur.sealed+size > x.opt.FileBytes)) {
+		if err := x.closePart(); err != nil {
+			return err
+		}
+	}
+	if x.cur == nil {
+		if err := x.openPart(ctx, date); err != nil {
+			return err
+		}
+	}
+	if err := x.cur.w.Write(j.row); err != nil {
+		return fmt.Errorf("export: write a row: %w", err)
+	}
+	x.cur.rows++
+	x.cur.sealed += size
+	x.rows++
+	if j.v.Current {
+		if _, err := x.liveBuf.Write(j.v.ID[:]); err != nil {
+			return fmt.Errorf("export: scratch file: %w", err)
+		}
+		x.liveCount++
+	}
+	return nil
+}
+
+// part is the file being written.
+type part struct {
+	key    string
+	date   string
+	up     objstore.Upload
+	buf    *bufio.Writer
+	count  *countingWriter
+	w      *parquetstore.ExportWriter
+	rows   int64
+	sealed int64
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// PartKey is where a part file of tenant goes under the target: one folder
+// per store date (UTC), named by a fresh UUIDv7 in 32 hexadecimal digits,
+// so names sort by the time the export made them and never repeat.
+func PartKey(tenant ids.ID, date string, file ids.ID) string {
+	return "tenant=" + tenant.String() + "/date=" + date + "/part-" + file.Hex() + ".parquet"
+}
+
+func (x *run) openPart(ctx context.Context, date string) error {
+	key := PartKey(x.opt.Tenant.ID, date, ids.NewV7(x.opt.Now()))
+	up, err := x.opt.Target.Upload(ctx, key, true)
+	if err != nil {
+		return fmt.Errorf("export: start a file in %s: %w", x.opt.Target, err)
+	}
+	// The buffer sits below the counter: bytes counts what reaches the file.
+	count := &countingWriter{w: up}
+	buf := bufio.NewWriterSize(count, 1<<20)
+	x.cur = &part{key: key, date: date, up: up, buf: buf, count: count, w: parquetstore.NewExportWriter(buf, x.level)}
+	return nil
+}
+
+// closePart finishes the current file and publishes it under its name.
+func (x *run) closePart() error {
+	p := x.cur
+	if p == nil {
+		return nil
+	}
+	x.cur = nil
+	defer p.up.Abort()
+	if _, err := p.w.Close(); err != nil {
+		return fmt.Errorf("export: finish a file: %w", err)
+	}
+	if err := p.buf.Flush(); err != nil {
+		return fmt.Errorf("export: write a file to %s: %w", x.opt.Target, err)
+	}
+	err := p.up.Commit()
+	if errors.Is(err, objstore.ErrExists) {
+		return fmt.Errorf("export: the file name %s is taken in %s; nothing was replaced", p.key, x.opt.Target)
+	}
+	if err != nil {
+		return fmt.Errorf("export: write a file to %s: %w", x.opt.Target, err)
+	}
+	x.files = append(x.files, fileEntry{Path: p.key, Rows: p.rows, Bytes: p.count.n})
+	x.bytes += p.count.n
+	crashpoint.Hit(CrashAfterFile)
+	return nil
+}
+
+// abort drops the file in progress and removes the files written.
+func (x *run) abort(ctx context.Context) {
+	if x.cur != nil {
+		x.cur.up.Abort()
+		x.cur = nil
+	}
+	for _, f := range x.files {
+		x.remove(ctx, f.Path)
+	}
+	x.files = nil
+}
+
+// remove deletes one file of this export even when ctx has ended (an
+// interrupted export still cleans up), within a bound.
+func (x *run) remove(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_ = x.opt.Target.Delete(ctx, key)
+}
+
+// budget bounds the sealed bytes held in memory between fetch and write.
+type budget struct {
+	ctx   context.Context
+	mu    sync.Mutex
+	cond  *sync.Cond
+	free  int64
+	total int64
+}
+
+func newBudget(ctx context.Context, total int64) *budget {
+	b := &budget{ctx: ctx, free: total, total: total}
+	b.cond = sync.NewCond(&b.mu)
+	context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.cond.Broadcast()
+	})
+	return b
+}
+
+// acquire waits until n bytes are free; a request larger than the whole
+// budget waits until all of it is free.
+func (b *budget) acquire(n int64) error {
+	n = min(n, b.total)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.free < n {
+		if err := b.ctx.Err(); err != nil {
+			return err
+		}
+		b.cond.Wait()
+	}
+	if err := b.ctx.Err(); err != nil {
+		return err
+	}
+	b.free -= n
+	return nil
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.total)
+	b.mu.Lock()
+	b.free += n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}

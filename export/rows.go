@@ -1,0 +1,183 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/parquetstore"
+	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/vcon"
+)
+
+// process fetches one version, checks that its key still exists, and makes
+// its row. It runs on a worker; errors name the version id (an operator's
+// handle, never vCon content).
+func (x *run) process(ctx context.Context, j *job) {
+	sealed, gone, err := x.fetch(ctx, j.v)
+	if err != nil {
+		j.err = err
+		return
+	}
+	if gone {
+		j.skip = true
+		return
+	}
+	if x.opt.AfterFetch != nil {
+		x.opt.AfterFetch(j.v)
+	}
+	// The key is looked up again only now that the bytes are here: a purge
+	// destroys the key first, so a version whose key still exists at this
+	// point was kept when its bytes were read (docs/FORMAT.md, invariant 4).
+	cur, err := x.opt.Archive.Cat.Version(ctx, j.v.ID)
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && (cur.Purge != catalog.Kept || cur.WrappedKey == nil)) {
+		j.skip = true
+		return
+	}
+	if err != nil {
+		j.err = err
+		return
+	}
+	j.row = parquetstore.ExportRow{Version: j.v.ID, StoredAt: j.v.StoredAt, Sealed: sealed}
+	if x.level == parquetstore.LevelNone {
+		return
+	}
+	m, ok := x.inspect(sealed, cur)
+	if !ok {
+		j.unread = true
+		return
+	}
+	fill(&j.row, x.level, m)
+}
+
+// fetch reads the sealed bytes of v whole. A store that answers "not
+// found" gets v looked up again: it may have been packed or moved meanwhile
+// (retry at its new place), or purged (gone: true).
+func (x *run) fetch(ctx context.Context, v catalog.Version) (sealed []byte, gone bool, err error) {
+	for attempt := 0; ; attempt++ {
+		rc, err := x.opt.Archive.Sealed(ctx, v)
+		if err == nil {
+			b, err := readExactly(rc, v.SealedSize)
+			rc.Close()
+			if err != nil {
+				return nil, false, fmt.Errorf("export: read the sealed bytes of version %s: %w", v.ID, err)
+			}
+			return b, false, nil
+		}
+		if !errors.Is(err, objstore.ErrNotFound) {
+			return nil, false, fmt.Errorf("export: read the sealed bytes of version %s: %w", v.ID, err)
+		}
+		cur, lerr := x.opt.Archive.Cat.Version(ctx, v.ID)
+		if errors.Is(lerr, catalog.ErrNotFound) || (lerr == nil && cur.Purge != catalog.Kept) {
+			return nil, true, nil
+		}
+		if lerr != nil {
+			return nil, false, lerr
+		}
+		moved := cur.Location != v.Location || cur.PackKey != v.PackKey || cur.PackOffset != v.PackOffset
+		if !moved || attempt >= 3 {
+			return nil, false, fmt.Errorf("export: the sealed bytes of version %s are missing from %s while the catalog keeps the version; run vcon-server check with the server stopped", v.ID, x.opt.Archive.Objects)
+		}
+		cur.Current = v.Current
+		v = cur
+	}
+}
+
+// readExactly reads exactly n bytes and proves the stream ends there.
+func readExactly(r io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("damaged: fewer than the %d bytes the catalog records", n)
+		}
+		return nil, err
+	}
+	var one [1]byte
+	if m, _ := io.ReadFull(r, one[:]); m > 0 {
+		return nil, fmt.Errorf("damaged: more than the %d bytes the catalog records", n)
+	}
+	return b, nil
+}
+
+// inspect opens the sealed bytes with the version's data key and reads the
+// body's metadata. Any failure (a damaged object, a body the inspector now
+// refuses) is reported as not ok, and counted as unread by the caller; the
+// reason is not kept, since it could quote the body.
+func (x *run) inspect(sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
+	dk, err := x.opt.Archive.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
+	if err != nil {
+		return nil, false
+	}
+	r, err := seal.NewReader(bytes.NewReader(sealed), dk, v.Tenant, v.ID)
+	if err != nil {
+		return nil, false
+	}
+	gz := v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip"
+	m, err := vcon.Inspect(r, gz, max(x.opt.MaxVconSize, v.Size))
+	if err != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// fill sets the clear columns of level from m. An encrypted vCon shows only
+// form, gzip, size and, at full, uuid; a count the inspector could not read
+// (CountUnknown) and a time that is absent or has no zone stay NULL.
+func fill(r *parquetstore.ExportRow, level parquetstore.Level, m *vcon.Meta) {
+	rank := levelRank(level)
+	form, gz, size := string(m.Form), m.Gzip, m.Size
+	r.Form, r.Gzip, r.Size = &form, &gz, &size
+	if rank >= levelRank(parquetstore.LevelFull) {
+		if id, err := ids.Parse(m.UUID); err == nil {
+			r.UUID = &id
+		}
+	}
+	if m.Form == vcon.Encrypted {
+		return
+	}
+	if rank >= levelRank(parquetstore.LevelTimes) {
+		r.CreatedAt, r.UpdatedAt = m.CreatedAt, m.UpdatedAt
+	}
+	if rank >= levelRank(parquetstore.LevelCounts) {
+		r.PartyCount, r.DialogCount = count(m.PartyCount), count(m.DialogCount)
+	}
+	if rank >= levelRank(parquetstore.LevelFull) {
+		r.Subject = m.Subject
+		if m.PartyCount != vcon.CountUnknown {
+			// Read parties: a list, empty when the vCon has none.
+			r.Parties = make([]parquetstore.Party, len(m.Parties))
+			for i, p := range m.Parties {
+				r.Parties[i] = parquetstore.Party{Tel: text(p.Tel), Mailto: text(p.Mailto), Name: text(p.Name)}
+			}
+		}
+	}
+}
+
+func levelRank(l parquetstore.Level) int {
+	for i, x := range parquetstore.Levels {
+		if x == l {
+			return i
+		}
+	}
+	return -1
+}
+
+func count(n int) *int32 {
+	if n < 0 {
+		return nil
+	}
+	c := int32(min(n, 1<<31-1))
+	return &c
+}
+
+func text(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -23,7 +23,7 @@ type fake struct {
 func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, r)
-	n := len(f.requests())
+	n := len(f.reqs)
 	f.mu.Unlock()
 	f.handler(w, r, n)
 }

@@ -41,7 +41,7 @@ func (r *Registry) Write(w io.Writer) {
 	for _, n := range names {
 		m := ms[n]
 		help, typ := m.help()
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", n, help, n, typ)
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", n, helpEscaper.Replace(help), n, typ)
 		m.write(w, n)
 	}
 }
@@ -73,6 +73,9 @@ func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
 // Add adds v to the counter with these label values (in the order the
 // labels were named).
 func (c *Counter) Add(v float64, values ...string) {
+	if v < 0 || math.IsNaN(v) {
+		return // a counter never goes down; a scraper would read a restart
+	}
 	key := labelText(c.labels, values)
 	c.mu.Lock()
 	p := c.values[key]
@@ -86,6 +89,60 @@ func (c *Counter) Add(v float64, values ...string) {
 
 // Inc adds one.
 func (c *Counter) Inc(values ...string) { c.Add(1, values...) }
+
+// Declare makes the series with these label values exist at zero, so that
+// a page scraped before the first event already shows it: a rate over a
+// series that appears only with its first increment misses that one.
+func (c *Counter) Declare(values ...string) { c.Add(0, values...) }
+
+// Value returns the counter with these label values (0 when never added).
+func (c *Counter) Value(values ...string) float64 {
+	key := labelText(c.labels, values)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.values[key]; p != nil {
+		return *p
+	}
+	return 0
+}
+
+// Gauge is a family of values that go up and down, by label values.
+type Gauge struct {
+	text   string
+	labels []string
+	mu     sync.Mutex
+	values map[string]float64
+}
+
+// NewGauge registers a gauge family with the given label names.
+func (r *Registry) NewGauge(name, help string, labels ...string) *Gauge {
+	g := &Gauge{text: help, labels: labels, values: map[string]float64{}}
+	r.add(name, g)
+	return g
+}
+
+// Set sets the gauge with these label values.
+func (g *Gauge) Set(v float64, values ...string) {
+	key := labelText(g.labels, values)
+	g.mu.Lock()
+	g.values[key] = v
+	g.mu.Unlock()
+}
+
+func (g *Gauge) help() (string, string) { return g.text, "gauge" }
+
+func (g *Gauge) write(w io.Writer, name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keys := make([]string, 0, len(g.values))
+	for k := range g.values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s%s %s\n", name, k, num(g.values[k]))
+	}
+}
 
 func (c *Counter) help() (string, string) { return c.text, "counter" }
 
@@ -122,6 +179,13 @@ type hist struct {
 
 // NewHistogram registers a histogram family with upper bucket bounds.
 func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...string) *Histogram {
+	for i, b := range buckets {
+		// The writer adds the +Inf bucket itself; bounds out of order would
+		// make a page whose buckets go down, which Prometheus misreads.
+		if math.IsInf(b, 1) || math.IsNaN(b) || (i > 0 && b <= buckets[i-1]) {
+			panic("metrics: " + name + ": bucket bounds must be finite and ascending")
+		}
+	}
 	h := &Histogram{text: help, labels: labels, buckets: buckets, values: map[string]*hist{}}
 	r.add(name, h)
 	return h
@@ -129,6 +193,9 @@ func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...
 
 // Observe records one value.
 func (h *Histogram) Observe(v float64, values ...string) {
+	if math.IsNaN(v) {
+		return
+	}
 	key := labelText(h.labels, values)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -194,13 +261,22 @@ func labelText(names, values []string) string {
 	return b.String()
 }
 
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
-}
+var (
+	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+	// HELP text escapes backslash and newline only: a quote stands as is.
+	helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+)
+
+func escape(s string) string { return labelEscaper.Replace(s) }
 
 func num(v float64) string {
-	if math.IsInf(v, 1) {
+	switch {
+	case math.IsInf(v, 1):
 		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case math.IsNaN(v):
+		return "NaN"
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }

@@ -100,10 +100,10 @@ func (m *Metered) Upload(ctx context.Context, key string, createOnly bool) (Uplo
 
 type meteredUpload struct {
 	Upload
-	m       *Metered
-	start   time.Time
+	m        *Metered
+	start    time.Time
 	writeErr error
-	ended   bool
+	ended    bool
 }
 
 func (u *meteredUpload) Write(p []byte) (int, error) {

@@ -141,7 +141,7 @@ func TestMeteredCounts(t *testing.T) {
 		{"put", "ok"}: 2, {"put", "exists"}: 1, {"put", "aborted"}: 1, {"put", "error"}: 0,
 		{"get", "ok"}: 1, {"get", "not_found"}: 1, {"get", "error"}: 1,
 		{"get_range", "ok"}: 1,
-		{"stat", "ok"}: 1, {"stat", "not_found"}: 1, {"stat", "error"}: 1, {"stat", "canceled"}: 1,
+		{"stat", "ok"}:      1, {"stat", "not_found"}: 1, {"stat", "error"}: 1, {"stat", "canceled"}: 1,
 		{"delete", "ok"}: 1, {"list", "ok"}: 1, {"list", "error"}: 0,
 	}
 	for k, n := range want {

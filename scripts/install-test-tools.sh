@@ -14,9 +14,11 @@
 set -euo pipefail
 
 VERSITYGW_VERSION=v1.8.0
-# MinIO's tags are not Go semantic versions, so the module proxy serves its
-# newest pseudo-version only as "latest".
-MINIO_VERSION=latest
+# MinIO's release tags (RELEASE.2025-...) are not semantic versions, so the
+# module proxy knows it by pseudo-versions. This is what @latest resolved
+# to when the tests were written; pinned so every machine tests the same
+# server. Set VCON_MINIO_VERSION=latest to try the newest.
+MINIO_VERSION=${VCON_MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}
 
 TOOLS="${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}"
 BIN="$TOOLS/bin"
@@ -27,19 +29,29 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-install_tool() { # name module
-  local name=$1 module=$2
+# installed_version prints the module version a Go binary was built from.
+installed_version() {
+  go version -m "$1" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+install_tool() { # name module version
+  local name=$1 module=$2 version=$3
   if [ -x "$BIN/$name" ]; then
-    echo "install-test-tools: $name already in $BIN (kept; delete it to rebuild)"
-    return 0
+    local have
+    have=$(installed_version "$BIN/$name")
+    if [ "$version" = latest ] || [ "$have" = "$version" ]; then
+      echo "install-test-tools: $name ${have:-} already in $BIN (kept)"
+      return 0
+    fi
+    echo "install-test-tools: $name in $BIN is ${have:-of unknown version}, want $version: rebuilding"
   fi
-  echo "install-test-tools: building $name from $module into $BIN ..."
+  echo "install-test-tools: building $name from $module@$version into $BIN ..."
   local start=$SECONDS
   # Build into a temporary folder, then move into place: an interrupted
   # build never leaves a half-written binary that the next run would keep.
   local tmp
   tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")
-  if ! GOBIN="$tmp" GOFLAGS= go install "$module"; then
+  if ! GOBIN="$tmp" GOFLAGS= go install "$module@$version"; then
     rm -rf "$tmp"
     echo "install-test-tools: building $name failed" >&2
     return 1
@@ -55,8 +67,8 @@ if [ ${#want[@]} -eq 0 ]; then
 fi
 for tool in "${want[@]}"; do
   case $tool in
-    versitygw) install_tool versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" ;;
-    minio) install_tool minio "github.com/minio/minio@$MINIO_VERSION" ;;
+    versitygw) install_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
+    minio) install_tool minio github.com/minio/minio "$MINIO_VERSION" ;;
     *) echo "install-test-tools: unknown tool $tool (want versitygw or minio)" >&2; exit 2 ;;
   esac
 done

@@ -156,6 +156,10 @@ func newTransport(cfg Config) (*http.Transport, error) {
 		TLSHandshakeTimeout:   connect,
 		ResponseHeaderTimeout: respTimeout,
 		ExpectContinueTimeout: time.Second,
+		// Objects come back byte for byte: without this the transport
+		// asks for gzip and silently unzips an answer whose
+		// Content-Encoding says gzip, changing both bytes and lengths.
+		DisableCompression: true,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          128,
 		// The store runs many requests at once against one host; the

@@ -160,8 +160,8 @@ func newTransport(cfg Config) (*http.Transport, error) {
 		// asks for gzip and silently unzips an answer whose
 		// Content-Encoding says gzip, changing both bytes and lengths.
 		DisableCompression: true,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          128,
+		ForceAttemptHTTP2:  true,
+		MaxIdleConns:       128,
 		// The store runs many requests at once against one host; the
 		// default of 2 idle connections per host would close and reopen
 		// TLS connections all the time.

@@ -14,4 +14,16 @@ const (
 	PurgeAfterKey       = "purge-after-key"       // data key destroyed and checkpointed
 	PurgeAfterTombstone = "purge-after-tombstone" // tombstone written
 	PurgeAfterDelete    = "purge-after-delete"    // bytes deleted, purge not recorded done
+	RotateBeforeCommit  = "rotate-before-commit"  // every data key re-wrapped in the open transaction, not committed
+
+	// Parquet storage (docs/parquet-storage.md).
+	PackAfterPut       = "pack-after-put"       // new pack file PUT, catalog row still pending
+	PackAfterCommit    = "pack-after-commit"    // versions moved to the file, manifest and objects not yet
+	PackAfterDeletes   = "pack-after-deletes"   // packed versions' objects deleted
+	MergeAfterPut      = "merge-after-put"      // merged file PUT, catalog row still pending
+	MergeAfterCommit   = "merge-after-commit"   // rows moved, sources retired, manifest not yet written
+	ManifestAfterPut   = "manifest-after-put"   // manifest PUT, not yet recorded in the catalog
+	RewriteAfterPut    = "rewrite-after-put"    // a purge's rewritten file PUT, catalog row still pending
+	RewriteAfterCommit = "rewrite-after-commit" // rewrite committed, old file not yet deleted
+	RewriteAfterDelete = "rewrite-after-delete" // old files deleted, not yet proven gone nor the purge recorded done
 )

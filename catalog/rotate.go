@@ -1,0 +1,116 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// Rewrap turns a data key wrapped under the old master key for (tenant,
+// version) into the same key wrapped under the new one. It runs inside the
+// rotation's transaction: CPU only, no I/O.
+type Rewrap func(tenant, version ids.ID, wrapped []byte) ([]byte, error)
+
+// RotateKeys re-wraps every data key the catalog holds, records the new
+// master key's check value and the time of the rotation (meta key_check
+// and rotated_at) and an admin-log record, all in one transaction: either
+// every key and the check value move to the new master key, or none does
+// and the old key keeps working. An error from rewrap rolls everything
+// back. beforeCommit, when not nil, runs last inside the transaction (the
+// crash point of tests). It returns how many keys it re-wrapped.
+//
+// Rows are read a page at a time, in version id order, inside the
+// transaction, so memory stays bounded by a page whatever the catalog
+// holds; the transaction's changed pages go to the WAL, which the caller
+// checkpoints afterwards so no key wrapped under the old master key stays
+// in the catalog's files.
+func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap, beforeCommit func()) (int, error) {
+	n := 0
+	err := c.Update(ctx, func(tx *Tx) error {
+		n = 0
+		update, err := tx.tx.PrepareContext(tx.ctx, `UPDATE versions SET wrapped_key = ? WHERE id = ?`)
+		if err != nil {
+			return fmt.Errorf("catalog: rotate: %w", err)
+		}
+		defer update.Close()
+		type row struct {
+			id, tenant ids.ID
+			wrapped    []byte
+		}
+		var after ids.ID
+		for {
+			rows, err := tx.query(`SELECT id, tenant, wrapped_key FROM versions WHERE wrapped_key IS NOT NULL AND id > ? ORDER BY id LIMIT ?`, after[:], pageSize)
+			if err != nil {
+				return fmt.Errorf("catalog: rotate: read keys: %w", err)
+			}
+			page := make([]row, 0, pageSize)
+			for rows.Next() {
+				var id, tenant []byte
+				var r row
+				if err := rows.Scan(&id, &tenant, &r.wrapped); err != nil {
+					rows.Close()
+					return fmt.Errorf("catalog: rotate: read keys: %w", err)
+				}
+				copy(r.id[:], id)
+				copy(r.tenant[:], tenant)
+				page = append(page, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("catalog: rotate: read keys: %w", err)
+			}
+			for _, r := range page {
+				w, err := rewrap(r.tenant, r.id, r.wrapped)
+				if err != nil {
+					return err
+				}
+				if _, err := update.ExecContext(tx.ctx, w, r.id[:]); err != nil {
+					return fmt.Errorf("catalog: rotate: write key: %w", err)
+				}
+				n++
+			}
+			if len(page) < pageSize {
+				break
+			}
+			after = page[len(page)-1].id
+		}
+		if err := tx.SetMeta("key_check", newCheck); err != nil {
+			return fmt.Errorf("catalog: rotate: %w", err)
+		}
+		// OpenCatalog reads rotated_at to tell an operator who starts with
+		// the old key file that a rotation replaced it.
+		if err := tx.SetMeta("rotated_at", []byte(tx.now.UTC().Format(time.RFC3339Nano))); err != nil {
+			return fmt.Errorf("catalog: rotate: %w", err)
+		}
+		if err := tx.AdminLog(Record{Actor: CLI.Name, Action: "master_key_rotate", Status: 200}); err != nil {
+			return fmt.Errorf("catalog: rotate: %w", err)
+		}
+		if beforeCommit != nil {
+			beforeCommit()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// RotatedAt returns the time of the last master-key rotation, and false
+// when the catalog's master key was never rotated.
+func (c *Catalog) RotatedAt(ctx context.Context) (time.Time, bool, error) {
+	v, err := c.Meta(ctx, "rotated_at")
+	if err == ErrNotFound {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("catalog: read rotated_at: %w", err)
+	}
+	return t, true, nil
+}

@@ -40,6 +40,7 @@ type Daemon struct {
 type Options struct {
 	Now      func() time.Time // the clock of retention; time.Now when nil
 	Listener net.Listener     // instead of listening on cfg.Listen
+	Limits   Limits           // timeouts and the authentication limit; defaults when zero
 }
 
 // Start opens everything serve needs, repairs what a crash left, and
@@ -111,8 +112,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		}
 	}
 	d.ln = tls.NewListener(ln, TLSConfig(cert))
-	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: NewMetrics(metrics.NewRegistry())}
+	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: NewMetrics(metrics.NewRegistry()), Limits: opt.Limits}
 	d.srv = NewHTTPServer(s.Handler(), log)
+	opt.Limits.Apply(d.srv)
 
 	runCtx, stop := context.WithCancel(context.Background())
 	d.stop = stop

@@ -19,6 +19,8 @@ type Server struct {
 	Log     *slog.Logger
 	Metrics *Metrics
 	MaxSize int64
+	// Limits shape the guard in front of the routes (server/limits.go).
+	Limits Limits
 }
 
 // Handler returns the routes.
@@ -47,7 +49,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(false)))
 	mux.HandleFunc("GET /metrics", s.operatorRoute(s.Metrics.serve))
 
-	return s.Metrics.instrument(mux, s.Log)
+	return s.guard(s.Metrics.instrument(mux, s.Log))
 }
 
 // NewHTTPServer wraps a handler with the timeouts a public listener needs:

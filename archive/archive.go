@@ -28,6 +28,9 @@ type Archive struct {
 	DefaultRetention time.Duration
 	Log              *slog.Logger
 	Now              func() time.Time
+	// Purged, when set, is told how many data keys each purge destroyed
+	// (a DELETE with retention 0d, or the sweep): the server's metrics.
+	Purged func(n int)
 }
 
 var (

@@ -80,6 +80,9 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 	if len(destroyed) == 0 {
 		return 0, nil
 	}
+	if a.Purged != nil {
+		a.Purged(len(destroyed))
+	}
 	if err := a.checkpoint(ctx); err != nil {
 		return len(destroyed), err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -81,15 +80,11 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	// The scratch folder holds the live ids and, for a bucket, each file
 	// while it is sent, clear columns included: it lives in the data
 	// directory, private to the service account, and goes at the end.
-	spool := storage.SpoolDir(cfg.DataDir)
-	if err := os.MkdirAll(spool, 0o700); err != nil {
-		return fmt.Errorf("export: scratch folder: %w", err)
-	}
-	scratch, err := os.MkdirTemp(spool, "export-")
+	scratch, release, err := export.NewScratch(storage.SpoolDir(cfg.DataDir))
 	if err != nil {
-		return fmt.Errorf("export: scratch folder: %w", err)
+		return err
 	}
-	defer os.RemoveAll(scratch)
+	defer release()
 
 	var dst objstore.Store
 	if target.IsBucket() {

@@ -15,6 +15,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/storage"
 )
@@ -26,6 +27,9 @@ type Daemon struct {
 	Archive *archive.Archive
 	Cat     *catalog.Catalog
 	Log     *slog.Logger
+	// Metrics is what GET /metrics shows; pack runs and sweeps count into
+	// it (Metrics.PackRun, Metrics.Swept).
+	Metrics *Metrics
 
 	cfg     *config.Config
 	unlock  func()
@@ -77,6 +81,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	if err != nil {
 		return nil, err
 	}
+	// Every object-store call from here on, recovery's included, is
+	// counted by call and outcome (objstore.Metered).
+	reg := metrics.NewRegistry()
+	d.Metrics = NewMetrics(reg)
+	objects = objstore.NewMetered(objects, reg)
 	now := opt.Now
 	if now == nil {
 		now = time.Now
@@ -85,7 +94,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	d.Archive = &archive.Archive{
 		Cat: cat, Objects: objects, Loc: loc, Key: mk,
 		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
-		Log: log, Now: now,
+		Log: log, Now: now, Purged: d.Metrics.Purged,
 	}
 	if n, err := storage.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
 		return nil, err
@@ -112,7 +121,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		}
 	}
 	d.ln = tls.NewListener(ln, TLSConfig(cert))
-	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: NewMetrics(metrics.NewRegistry()), Limits: opt.Limits}
+	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits}
 	d.srv = NewHTTPServer(s.Handler(), log)
 	opt.Limits.Apply(d.srv)
 
@@ -191,6 +200,9 @@ func (d *Daemon) Sweep(ctx context.Context) {
 	d.sweepMu.Lock()
 	defer d.sweepMu.Unlock()
 	n, err := d.Archive.Sweep(ctx)
+	if ctx.Err() == nil {
+		d.Metrics.Swept(err)
+	}
 	if err != nil && ctx.Err() == nil {
 		d.Log.Error("purge sweep failed", "purged", n, "error", err.Error())
 	} else if n > 0 {

@@ -20,11 +20,23 @@ type Metrics struct {
 	stores    *metrics.Counter
 	reads     *metrics.Counter
 	readBytes *metrics.Counter
+	purges    *metrics.Counter
+	sweeps    *metrics.Counter
+	packRuns  *metrics.Counter
+	packFiles *metrics.Counter
+	packVers  *metrics.Counter
 }
+
+// Outcomes of a pack run, the values of vcon_pack_runs_total{outcome}.
+const (
+	PackOK        = "ok"        // every tenant's run finished
+	PackFailed    = "failed"    // some tenant's run failed (the log says why)
+	PackAbandoned = "abandoned" // the run stopped early (shutdown, or a name taken)
+)
 
 // NewMetrics registers the HTTP metrics in reg.
 func NewMetrics(reg *metrics.Registry) *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		Registry:  reg,
 		requests:  reg.NewCounter("vcon_http_requests_total", "HTTP requests by route and status class.", "route", "code"),
 		latency:   reg.NewHistogram("vcon_http_request_duration_seconds", "HTTP request latency by route.", metrics.LatencyBuckets, "route"),
@@ -33,7 +45,45 @@ func NewMetrics(reg *metrics.Registry) *Metrics {
 		stores:    reg.NewCounter("vcon_stores_total", "Versions stored."),
 		reads:     reg.NewCounter("vcon_reads_total", "Versions read."),
 		readBytes: reg.NewCounter("vcon_read_bytes_total", "Bytes of vCons read."),
+		purges:    reg.NewCounter("vcon_purges_total", "Data keys destroyed by purges: a DELETE with retention 0d, and the purge sweep."),
+		sweeps:    reg.NewCounter("vcon_purge_sweeps_total", "Purge sweeps run, by outcome.", "outcome"),
+		packRuns:  reg.NewCounter("vcon_pack_runs_total", "Parquet pack runs, by outcome.", "outcome"),
+		packFiles: reg.NewCounter("vcon_pack_files_total", "Pack files written from objects by pack runs."),
+		packVers:  reg.NewCounter("vcon_packed_versions_total", "Versions moved from objects into pack files."),
 	}
+	m.sweeps.Declare("ok")
+	m.sweeps.Declare("error")
+	for _, o := range []string{PackOK, PackFailed, PackAbandoned} {
+		m.packRuns.Declare(o)
+	}
+	return m
+}
+
+// Purged counts data keys a purge destroyed (archive.Archive.Purged).
+func (m *Metrics) Purged(n int) { m.purges.Add(float64(n)) }
+
+// Swept counts one purge sweep.
+func (m *Metrics) Swept(err error) {
+	if err != nil {
+		m.sweeps.Inc("error")
+	} else {
+		m.sweeps.Inc("ok")
+	}
+}
+
+// PackRun counts one pack run: its outcome (PackOK, PackFailed or
+// PackAbandoned; anything else counts as "other", so no value made at run
+// time can become a label) and the files and versions it packed from
+// objects.
+func (m *Metrics) PackRun(outcome string, files, versions int) {
+	switch outcome {
+	case PackOK, PackFailed, PackAbandoned:
+	default:
+		outcome = "other"
+	}
+	m.packRuns.Inc(outcome)
+	m.packFiles.Add(float64(files))
+	m.packVers.Add(float64(versions))
 }
 
 func (m *Metrics) stored(size int64) {

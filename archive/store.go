@@ -120,8 +120,10 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	var replaced bool
 	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
-		replaced, err = tx.InsertVersion(v, req.Mode)
-		return err
+		if replaced, err = tx.InsertVersion(v, req.Mode); err != nil {
+			return err
+		}
+		return a.index(tx, v, res.meta)
 	})
 	if err != nil {
 		// No row names the object, so its key is lost and it can never be

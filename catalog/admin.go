@@ -32,8 +32,9 @@ func (t Tenant) MarshalJSON() ([]byte, error) {
 		Name      string  `json:"name"`
 		Metadata  string  `json:"metadata"`
 		Retention *string `json:"retention"`
+		Search    string  `json:"search"`
 		CreatedAt string  `json:"created_at"`
-	}{t.ID.String(), t.Name, t.Metadata, ret, t.CreatedAt.Format(time.RFC3339Nano)})
+	}{t.ID.String(), t.Name, t.Metadata, ret, t.Search, t.CreatedAt.Format(time.RFC3339Nano)})
 }
 
 // MarshalJSON is the key as listed; the token is never part of it.

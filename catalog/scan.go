@@ -18,6 +18,13 @@ func (c *Catalog) EachKept(ctx context.Context, tenant ids.ID, fn func(Version) 
 	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.tenant = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`, []any{tenant[:]}, fn)
 }
 
+// KeptPage returns up to limit kept versions of a tenant after the given
+// version id, in id order.
+func (c *Catalog) KeptPage(ctx context.Context, tenant, after ids.ID, limit int) ([]Version, error) {
+	return c.page(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.tenant = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`,
+		[]any{tenant[:], after[:], limit})
+}
+
 // EachAt calls fn for every version at a location, in version id order.
 func (c *Catalog) EachAt(ctx context.Context, loc Location, fn func(Version) error) error {
 	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.location = ? AND v.id > ? ORDER BY v.id LIMIT ?`, []any{string(loc)}, fn)

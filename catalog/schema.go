@@ -106,4 +106,22 @@ CREATE TABLE admin_log (
 	status  INTEGER NOT NULL
 );
 `,
+
+	// 2: the blind search index (docs/FORMAT.md, "Search index"): tokens
+	// are keyed hashes, never clear values.
+	`
+ALTER TABLE tenants ADD COLUMN search TEXT NOT NULL DEFAULT 'off';
+ALTER TABLE tenants ADD COLUMN search_cursor BLOB;
+ALTER TABLE tenants ADD COLUMN search_built INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenants ADD COLUMN search_key_check BLOB;
+
+CREATE TABLE search_tokens (
+	tenant  BLOB NOT NULL,
+	token   BLOB NOT NULL,
+	version BLOB NOT NULL,
+	PRIMARY KEY (tenant, token, version)
+) WITHOUT ROWID;
+CREATE INDEX search_tokens_by_version ON search_tokens (version);
+CREATE INDEX vcons_by_current ON vcons (current) WHERE current IS NOT NULL;
+`,
 }

@@ -32,6 +32,7 @@ type Tenant struct {
 	Metadata      string
 	RetentionDays *int
 	CreatedAt     time.Time
+	Search        string // "off", "parties" or "parties+subject"
 }
 
 // ErrNameTaken is returned when a tenant name is already used.
@@ -39,7 +40,7 @@ var ErrNameTaken = errors.New("catalog: a tenant already has that name")
 
 // CreateTenant inserts a tenant with a new random id.
 func (tx *Tx) CreateTenant(name string) (Tenant, error) {
-	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: "none", CreatedAt: tx.now}
+	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: "none", CreatedAt: tx.now, Search: "off"}
 	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, t.Metadata, nanos(t.CreatedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return Tenant{}, ErrNameTaken
@@ -73,14 +74,14 @@ func (tx *Tx) updateTenant(q string, args ...any) error {
 	return nil
 }
 
-const tenantCols = `id, name, metadata, retention_days, created_at`
+const tenantCols = `id, name, metadata, retention_days, created_at, search`
 
 func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 	var t Tenant
 	var id []byte
 	var ret sql.NullInt64
 	var created int64
-	if err := row.Scan(&id, &t.Name, &t.Metadata, &ret, &created); err != nil {
+	if err := row.Scan(&id, &t.Name, &t.Metadata, &ret, &created, &t.Search); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return t, ErrNotFound
 		}

@@ -261,6 +261,9 @@ func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]
 		if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, id[:]); err != nil {
 			return nil, err
 		}
+		if err := tx.dropTokens(id); err != nil {
+			return nil, err
+		}
 		v.WrappedKey, v.Purge = nil, KeyDestroyed
 		out = append(out, v)
 	}
@@ -329,6 +332,9 @@ func (tx *Tx) DestroyKeyOf(id ids.ID) (bool, error) {
 	n, _ := res.RowsAffected()
 	if n > 0 {
 		if _, err := tx.exec(`UPDATE vcons SET current = NULL WHERE current = ?`, id[:]); err != nil {
+			return false, err
+		}
+		if err := tx.dropTokens(id); err != nil {
 			return false, err
 		}
 	}

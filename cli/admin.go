@@ -11,6 +11,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
 )
 
@@ -19,6 +20,7 @@ func init() {
 	register(&command{name: "tenant list", summary: "list the tenants, one JSON line each", run: tenantList})
 	register(&command{name: "tenant show", args: "TENANT", summary: "print one tenant (by id or name)", run: tenantShow})
 	register(&command{name: "tenant set-metadata", args: "TENANT LEVEL", summary: "set the metadata level: none, form, times, counts or full", run: tenantSetMetadata})
+	register(&command{name: "tenant set-search", args: "TENANT off|parties|parties+subject", summary: "turn the tenant's blind party search on or off; on, the server indexes its kept versions in the background", run: tenantSetSearch})
 	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
 
 	var keyTenant, keyLabel string
@@ -374,4 +376,24 @@ func auditExport(e *env, tenant string, admin bool, since, until string) error {
 		return err
 	}
 	return cat.AuditRecords(e.ctx, t.ID, s, u, func(r catalog.Record) error { return e.emit(r) })
+}
+
+func tenantSetSearch(e *env, _ *flag.FlagSet, args []string) error {
+	mode, err := search.ParseMode(args[1])
+	if err != nil {
+		return err
+	}
+	_, cat, err := e.openCatalog()
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	t, err := findTenant(e, cat, args[0])
+	if err != nil {
+		return err
+	}
+	if t, err = cat.SetSearch(e.ctx, t.ID, string(mode), catalog.CLI); err != nil {
+		return err
+	}
+	return e.emit(t)
 }

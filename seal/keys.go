@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +27,7 @@ const (
 	wrapFormat = 1
 	wrapLabel  = "vcon-server wrapped data key v1"
 	checkLabel = "vcon-server master key check v1"
+	indexLabel = "vcon-server search index v1"
 )
 
 // DataKey seals one version, and only one (see NewWriter). It prints as a
@@ -49,6 +51,7 @@ func (DataKey) Format(f fmt.State, _ rune) { io.WriteString(f, "seal.DataKey(red
 type MasterKey struct {
 	aead  cipher.AEAD
 	check [CheckSize]byte
+	index []byte // HKDF pseudorandom key for the search index keys
 }
 
 // Format prints a placeholder, never the key, whatever the verb.
@@ -69,6 +72,9 @@ func MasterKeyFromBytes(b []byte) (*MasterKey, error) {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
 	m := &MasterKey{aead: aead}
+	if m.index, err = hkdf.Extract(sha256.New, b, []byte(indexLabel)); err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
 	mac := hmac.New(sha256.New, b)
 	mac.Write([]byte(checkLabel))
 	copy(m.check[:], mac.Sum(nil))
@@ -220,4 +226,15 @@ func wrapAD(tenant, version [16]byte) [len(wrapLabel) + 32]byte {
 	n += copy(ad[n:], tenant[:])
 	copy(ad[n:], version[:])
 	return ad
+}
+
+// IndexKey is a tenant's key for its blind search index: HKDF-SHA-256 of
+// the master key, with the tenant id as context. A new master key gives
+// new index keys, so a rotation rebuilds every index.
+func (m *MasterKey) IndexKey(tenant [16]byte) []byte {
+	k, err := hkdf.Expand(sha256.New, m.index, string(tenant[:]), KeySize)
+	if err != nil {
+		panic("seal: hkdf: " + err.Error()) // only for lengths past 255*32
+	}
+	return k
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
 )
 
 func by(r *http.Request) catalog.Actor {
@@ -189,4 +190,28 @@ func ValidTenantName(name string) error {
 		return errors.New("a tenant name is 1 to 64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit, and is not a UUID")
 	}
 	return nil
+}
+
+func (s *Server) setSearch(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.adminTenant(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Search string `json:"search"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	mode, err := search.ParseMode(body.Search)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	t, err = s.Cat.SetSearch(r.Context(), t.ID, string(mode), by(r))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
 }

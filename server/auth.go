@@ -80,7 +80,7 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 	}
 	if id, err := ids.Parse(target); err == nil {
 		target = id.String()
-	} else {
+	} else if !strings.HasPrefix(target, "filters=") {
 		target = "" // a malformed uuid is the caller's text: never record it
 	}
 	err := s.Cat.Audit(context.WithoutCancel(r.Context()), *k.Tenant, catalog.Record{Actor: actor(k), Label: k.Label, Action: action, Target: target, Status: status})

@@ -44,6 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/tenants/{id}", s.operatorRoute(s.showTenant))
 	mux.HandleFunc("PUT /admin/tenants/{id}/metadata", s.operatorRoute(s.setMetadata))
 	mux.HandleFunc("PUT /admin/tenants/{id}/retention", s.operatorRoute(s.setRetention))
+	mux.HandleFunc("PUT /admin/tenants/{id}/search", s.operatorRoute(s.setSearch))
 	mux.HandleFunc("GET /admin/tenants/{id}/holds", s.operatorRoute(s.listHolds))
 	mux.HandleFunc("PUT /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(true)))
 	mux.HandleFunc("DELETE /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(false)))

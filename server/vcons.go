@@ -6,11 +6,13 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
 )
 
 // acceptedTypes are the media types a vCon may be sent as.
@@ -170,7 +172,21 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 		}
 		limit = n
 	}
-	got, err := s.Cat.ListCurrent(r.Context(), *k.Tenant, after, limit+1)
+	filters := map[string]string{}
+	for _, f := range search.Fields {
+		if v, ok := q[f]; ok {
+			if len(v) != 1 || v[0] == "" {
+				return s.fail(w, r, http.StatusBadRequest, f+" must be given once, not empty"), ""
+			}
+			filters[f] = v[0]
+		}
+	}
+	var got []ids.ID
+	var err error
+	if len(filters) > 0 {
+		return s.search(w, r, k, filters, after, limit)
+	}
+	got, err = s.Cat.ListCurrent(r.Context(), *k.Tenant, after, limit+1)
 	if err != nil {
 		return s.failErr(w, r, err), ""
 	}
@@ -225,4 +241,47 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
 	writeError(w, http.StatusInternalServerError, "internal error; the server's log has the details")
+}
+
+// search answers a listing filtered by party: the tenant's blind index.
+// The audit record names the filters, never their values.
+func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, filters map[string]string, after ids.ID, limit int) (int, string) {
+	names := make([]string, 0, len(filters))
+	for _, f := range search.Fields {
+		if _, ok := filters[f]; ok {
+			names = append(names, f)
+		}
+	}
+	target := "filters=" + strings.Join(names, ",")
+	t, err := s.Cat.Tenant(r.Context(), *k.Tenant)
+	if err != nil {
+		return s.failErr(w, r, err), target
+	}
+	if t.Search == string(search.Off) {
+		return s.fail(w, r, http.StatusConflict, "search is off for this tenant; an operator turns it on with vcon-server tenant set-search"), target
+	}
+	got, err := s.Archive.Search(r.Context(), *k.Tenant, filters, after, limit+1)
+	if err != nil {
+		return s.failErr(w, r, err), target
+	}
+	var next *string
+	if len(got) > limit {
+		got = got[:limit]
+		n := got[limit-1].String()
+		next = &n
+	}
+	uuids := make([]string, len(got))
+	for i, id := range got {
+		uuids[i] = id.String()
+	}
+	state, err := s.Cat.SearchBacklog(r.Context())
+	if err != nil {
+		return s.failErr(w, r, err), target
+	}
+	complete := true
+	for _, st := range state {
+		complete = complete && st.Tenant != t.ID
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next, "complete": complete})
+	return http.StatusOK, target
 }

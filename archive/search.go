@@ -1,0 +1,111 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
+	"github.com/vcon-server/vcon-server/vcon"
+)
+
+// index adds a new version's search tokens in the transaction that stores
+// it, when its tenant has search on.
+func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
+	t, err := tx.Tenant(v.Tenant)
+	if err != nil || t.Search == string(search.Off) {
+		return err
+	}
+	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, search.Mode(t.Search)))
+}
+
+// Search pages through a tenant's vCons whose current version matches
+// every filter (field -> value). An empty result is returned for a filter
+// that normalises to nothing.
+func (a *Archive) Search(ctx context.Context, tenant ids.ID, filters map[string]string, after ids.ID, limit int) ([]ids.ID, error) {
+	key := a.Key.IndexKey(tenant)
+	var tokens [][16]byte
+	for _, f := range search.Fields {
+		v, ok := filters[f]
+		if !ok {
+			continue
+		}
+		t, ok := search.Query(key, f, v)
+		if !ok {
+			return nil, nil
+		}
+		tokens = append(tokens, t)
+	}
+	return a.Cat.Search(ctx, tenant, tokens, after, limit)
+}
+
+// IndexBacklog indexes, for each tenant whose search index is not built,
+// up to batch of its kept versions after where it stopped; it returns how
+// many versions it read. A crash loses at most one batch of work: the
+// cursor is committed with the batch's tokens.
+func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
+	states, err := a.Cat.SearchBacklog(ctx)
+	if err != nil {
+		return 0, err
+	}
+	read := 0
+	for _, s := range states {
+		page, err := a.Cat.KeptPage(ctx, s.Tenant, s.Cursor, batch)
+		if err != nil {
+			return read, err
+		}
+		key := a.Key.IndexKey(s.Tenant)
+		found := make([][][16]byte, len(page))
+		for i, v := range page {
+			m, err := a.inspect(ctx, v)
+			if err != nil {
+				if errors.Is(err, ErrNotFound) {
+					continue // purged meanwhile
+				}
+				a.logError("search index: a version could not be read", err)
+				continue
+			}
+			found[i] = search.Tokens(key, m, search.Mode(s.Mode))
+		}
+		read += len(page)
+		last := s.Cursor
+		if len(page) > 0 {
+			last = page[len(page)-1].ID
+		}
+		err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+			t, err := tx.Tenant(s.Tenant)
+			if err != nil || t.Search != s.Mode {
+				return err // the setting changed: this work is void
+			}
+			for i, v := range page {
+				if err := tx.AddTokens(s.Tenant, v.ID, found[i]); err != nil {
+					return err
+				}
+			}
+			_, err = tx.SearchProgress(s.Tenant, s.Mode, last, len(page) < batch, a.Key.CheckValue())
+			return err
+		})
+		if err != nil {
+			return read, err
+		}
+	}
+	return read, nil
+}
+
+// inspect opens a version and reads its metadata, in bounded memory.
+func (a *Archive) inspect(ctx context.Context, v catalog.Version) (*vcon.Meta, error) {
+	rc, err := a.OpenVersion(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	gz := v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip"
+	m, err := vcon.Inspect(rc, gz, max(a.MaxSize, v.Size))
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.Copy(io.Discard, rc) // authenticate to the end
+	return m, err
+}

@@ -1,0 +1,149 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// The search index holds, per tenant, 16-byte tokens (keyed hashes of
+// normalised party fields, package search) beside the version they came
+// from. A query joins them to each vCon's current version, so a hidden
+// version stops matching at once; a purge deletes its tokens in the same
+// transaction that destroys its key.
+
+// AddTokens records a version's tokens, unless its purge started (the
+// background indexer may read a version a purge then takes).
+func (tx *Tx) AddTokens(tenant, version ids.ID, tokens [][16]byte) error {
+	for _, t := range tokens {
+		_, err := tx.exec(`INSERT OR IGNORE INTO search_tokens(tenant, token, version)
+			SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM versions WHERE id = ? AND purge = 0)`, tenant[:], t[:], version[:], version[:])
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (tx *Tx) dropTokens(version ids.ID) error {
+	_, err := tx.exec(`DELETE FROM search_tokens WHERE version = ?`, version[:])
+	return err
+}
+
+// SetSearch changes a tenant's search setting, recorded in both logs. A
+// change drops the tenant's index; a setting other than off has it
+// rebuilt in the background from the first version.
+func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode string, by Actor) (Tenant, error) {
+	return c.changeTenant(ctx, id, by, "tenant_search", "search_setting", func(tx *Tx) error {
+		t, err := tx.Tenant(id)
+		if err != nil {
+			return err
+		}
+		if t.Search == mode {
+			return nil
+		}
+		if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id[:]); err != nil {
+			return err
+		}
+		_, err = tx.exec(`UPDATE tenants SET search = ?, search_cursor = NULL, search_built = 0, search_key_check = NULL WHERE id = ?`, mode, id[:])
+		return err
+	})
+}
+
+// SearchState is where a tenant's background indexing stands.
+type SearchState struct {
+	Tenant ids.ID
+	Mode   string
+	Cursor ids.ID // the last version indexed; zero before the first
+	Built  bool
+}
+
+// SearchBacklog lists the tenants whose index is not built yet.
+func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: search backlog: %w", err)
+	}
+	defer rows.Close()
+	var out []SearchState
+	for rows.Next() {
+		var s SearchState
+		var id, cursor []byte
+		if err := rows.Scan(&id, &s.Mode, &cursor); err != nil {
+			return nil, err
+		}
+		copy(s.Tenant[:], id)
+		copy(s.Cursor[:], cursor)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// SearchProgress records how far a tenant's background indexing went,
+// unless its setting changed meanwhile (then the work is thrown away).
+func (tx *Tx) SearchProgress(tenant ids.ID, mode string, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
+	res, err := tx.exec(`UPDATE tenants SET search_cursor = ?, search_built = ?, search_key_check = ? WHERE id = ? AND search = ?`,
+		cursor[:], built, keyCheck, tenant[:], mode)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// ResetSearchKeys drops every index built under another master key (a
+// rotation changed the index keys), so they are built again.
+func (c *Catalog) ResetSearchKeys(ctx context.Context, keyCheck []byte) (int, error) {
+	n := 0
+	err := c.Update(ctx, func(tx *Tx) error {
+		rows, err := tx.query(`SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
+		if err != nil {
+			return err
+		}
+		var stale [][]byte
+		for rows.Next() {
+			var id, check []byte
+			if err := rows.Scan(&id, &check); err != nil {
+				rows.Close()
+				return err
+			}
+			if !bytes.Equal(check, keyCheck) {
+				stale = append(stale, id)
+			}
+		}
+		rows.Close()
+		for _, id := range stale {
+			if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id); err != nil {
+				return err
+			}
+			if _, err := tx.exec(`UPDATE tenants SET search_cursor = NULL, search_built = 0, search_key_check = NULL WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		n = len(stale)
+		return nil
+	})
+	return n, err
+}
+
+// Search pages through a tenant's vCons whose current version has every
+// token, in uuid order after the given uuid.
+func (c *Catalog) Search(ctx context.Context, tenant ids.ID, tokens [][16]byte, after ids.ID, limit int) ([]ids.ID, error) {
+	if len(tokens) == 0 {
+		return nil, nil
+	}
+	var q strings.Builder
+	args := []any{tenant[:], tokens[0][:], after[:]}
+	q.WriteString(`SELECT c.uuid FROM search_tokens s JOIN vcons c ON c.current = s.version
+		WHERE s.tenant = ? AND s.token = ? AND c.uuid > ?`)
+	for _, t := range tokens[1:] {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM search_tokens s2 WHERE s2.tenant = s.tenant AND s2.token = ? AND s2.version = s.version)`)
+		args = append(args, t[:])
+	}
+	q.WriteString(` ORDER BY c.uuid LIMIT ?`)
+	args = append(args, limit)
+	return c.idList(ctx, q.String(), args...)
+}

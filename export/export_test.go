@@ -7,6 +7,7 @@ package export_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,10 +16,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/apitest"
 	"github.com/vcon-server/vcon-server/internal/duckdbtest"
@@ -354,5 +357,74 @@ func TestExportLevels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A version whose body cannot be opened any more (here a damaged object)
+// is still exported byte for byte, its clear columns empty, and counted in
+// unread.
+func TestExportCountsUnreadBodies(t *testing.T) {
+	duckdbtest.Path(t)
+	e := testenv.New(t, testenv.Options{})
+	d := storeEveryForm(t, e, "acme", 2)
+	e.CLI("tenant", "set-metadata", d.Tenant, "counts")
+	victim := currentVersion(t, keptVersions(t, e, d.Tenant), d.Generated[1].UUID)
+	path := filepath.Join(e.Config.DataDir, "objects", d.Tenant, victim.ID.String())
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0x55 // the last chunk no longer authenticates
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := keptVersions(t, e, d.Tenant)
+
+	dir := t.TempDir()
+	r := exportCLI(t, e, "--tenant", "acme", "--to", dir)
+	if r.Unread != 1 || r.Rows != int64(len(want)) || r.Skipped != 0 {
+		t.Fatalf("export line %+v; want 1 unread of %d rows", r, len(want))
+	}
+	rows := duckdbtest.Query(t, manifestFilesSQL(dir, r.Manifest)+`
+  SELECT version::VARCHAR, md5(sealed), form IS NULL, gzip IS NULL, size IS NULL, party_count IS NULL
+  FROM read_parquet(getvariable('files')) WHERE version = `+sqlString(victim.ID.String()))
+	if len(rows) != 2 || !slices.Equal(rows[1], []string{victim.ID.String(), want[victim.ID.String()].SealedMD5, "true", "true", "true", "true"}) {
+		t.Errorf("the damaged version's row: %v", rows)
+	}
+}
+
+// An export cut off part way removes the files it wrote and writes no
+// manifest.
+func TestExportCancelledRemovesItsFiles(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	d := storeEveryForm(t, e, "acme", 4)
+	dir := t.TempDir()
+	dst, err := export.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var mu sync.Mutex
+	_, err = export.Run(ctx, export.Options{
+		Archive: e.Daemon.Archive, Tenant: findTenant(t, e, d.Tenant), Target: dst,
+		FileBytes: 1, Workers: 1, // a file per row
+		AfterFetch: func(catalog.Version) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; n == 6 {
+				if files := filesUnder(t, dir); len(files) < 3 {
+					t.Errorf("files written before the cut: %v", files)
+				}
+				cancel()
+			}
+		},
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut off export: %v", err)
+	}
+	if files := filesUnder(t, dir); len(files) != 0 {
+		t.Errorf("a cut off export left %v", files)
 	}
 }

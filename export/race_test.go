@@ -193,6 +193,7 @@ func raceManifest(t *testing.T, e *testenv.Env, d *tenantData, dst objstore.Stor
 	t.Helper()
 	ctx := context.Background()
 	tenant := findTenant(t, e, d.Tenant)
+	records := exportRecords(t, e, d.Tenant)
 	var other export.Result
 	var otherErr error
 	var mine []string
@@ -221,15 +222,21 @@ func raceManifest(t *testing.T, e *testenv.Env, d *tenantData, dst objstore.Stor
 	if slices.Contains(left, mine[0]) || len(left) != other.Files+1 || !slices.Contains(left, other.Manifest) {
 		t.Errorf("after the race: %v; the refused export's file was %s, the other wrote %d files and %s", left, mine[0], other.Files, other.Manifest)
 	}
+	if n := exportRecords(t, e, d.Tenant) - records; n != 1 {
+		t.Errorf("%d new export records, want 1 (the refused export records none)", n)
+	}
+}
+
+// exportRecords counts the export records of the tenant's audit log.
+func exportRecords(t *testing.T, e *testenv.Env, tenant string) int {
+	t.Helper()
 	n := 0
-	for line := range strings.SplitSeq(e.CLI("audit", "export", "--tenant", d.Tenant), "\n") {
+	for line := range strings.SplitSeq(e.CLI("audit", "export", "--tenant", tenant), "\n") {
 		if strings.Contains(line, `"action":"export"`) {
 			n++
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d export records, want 1 (the refused export records none)", n)
-	}
+	return n
 }
 
 // --since and --until bound the store times, and the manifest records them.

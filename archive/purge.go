@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -136,10 +135,16 @@ func (a *Archive) writeTombstone(ctx context.Context, v catalog.Version) error {
 	return nil
 }
 
-// purgePacked is the purge of a row in a Parquet pack file; it belongs to
-// Parquet storage, which is not in this build yet.
+// purgePacked is the purge of a row in a Parquet pack file: the file is
+// written again without it (docs/FORMAT.md, "Purge of a packed row"). It
+// needs Parquet storage on, as serve refuses to start without it once a
+// version is packed.
 func (a *Archive) purgePacked(ctx context.Context, v catalog.Version) error {
-	return fmt.Errorf("purge: packed versions need Parquet storage")
+	p := a.packer()
+	if p == nil {
+		return errors.New("purge: packed versions need Parquet storage ([storage.parquet])")
+	}
+	return p.purgeRow(ctx, v)
 }
 
 // Sweep finishes purges left unfinished, then purges every version whose

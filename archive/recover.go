@@ -17,6 +17,8 @@ type Recovery struct {
 	Orphans     int // objects no catalog row names
 	Tombstoned  int // keys destroyed again from storage tombstones
 	PurgesEnded int // unfinished purges finished
+	PackFiles   int // pending pack files deleted (Parquet storage)
+	PackCopies  int // objects of versions already packed, deleted
 }
 
 // Recover repairs what a crash can leave (docs/FORMAT.md, "Recovery"). It
@@ -50,9 +52,20 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 		}
 		rec.Orphans += n
 	}
+	if rec.PackFiles, rec.PackCopies, err = a.recoverPacks(ctx); err != nil {
+		return rec, err
+	}
 	n, err := a.Sweep(ctx)
 	rec.PurgesEnded = n
-	return rec, err
+	if err != nil {
+		return rec, err
+	}
+	// A manifest a crash kept from being written is written now; a failure
+	// here leaves it to the first pack run, which ensures it again.
+	if err := a.ensureManifests(ctx); err != nil {
+		a.logError("start-up recovery: ensure the manifests", err)
+	}
+	return rec, nil
 }
 
 func (a *Archive) tenantPrefix(kind string, tenant ids.ID) string {

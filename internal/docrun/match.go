@@ -70,7 +70,10 @@ func compileLine(line string) lineMatcher {
 			break
 		}
 		b.WriteString(regexp.QuoteMeta(rest[:loc[0]]))
-		b.WriteString(Placeholders[rest[loc[0]:loc[1]]])
+		// A placeholder also matches its own text, so that a page can show
+		// a message that itself says "Bearer <token>".
+		name := rest[loc[0]:loc[1]]
+		b.WriteString("(?:" + Placeholders[name] + "|" + regexp.QuoteMeta(name) + ")")
 		rest = rest[loc[1]:]
 	}
 	b.WriteString("$")

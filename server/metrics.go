@@ -25,6 +25,7 @@ type Metrics struct {
 	packRuns  *metrics.Counter
 	packFiles *metrics.Counter
 	packVers  *metrics.Counter
+	indexed   *metrics.Counter
 }
 
 // Outcomes of a pack run, the values of vcon_pack_runs_total{outcome}.
@@ -50,6 +51,7 @@ func NewMetrics(reg *metrics.Registry) *Metrics {
 		packRuns:  reg.NewCounter("vcon_pack_runs_total", "Parquet pack runs, by outcome.", "outcome"),
 		packFiles: reg.NewCounter("vcon_pack_files_total", "Pack files written from objects by pack runs."),
 		packVers:  reg.NewCounter("vcon_packed_versions_total", "Versions moved from objects into pack files."),
+		indexed:   reg.NewCounter("vcon_search_indexed_versions_total", "Versions read by the background search indexing (turning search on for a tenant)."),
 	}
 	m.sweeps.Declare("ok")
 	m.sweeps.Declare("error")
@@ -58,6 +60,9 @@ func NewMetrics(reg *metrics.Registry) *Metrics {
 	}
 	return m
 }
+
+// Indexed counts versions the background search indexing read.
+func (m *Metrics) Indexed(n int) { m.indexed.Add(float64(n)) }
 
 // Purged counts data keys a purge destroyed (archive.Archive.Purged).
 func (m *Metrics) Purged(n int) { m.purges.Add(float64(n)) }

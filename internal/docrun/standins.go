@@ -98,10 +98,12 @@ state() {
 
 verb=$1; shift
 now=0
+quiet=0
 units=()
 for a in "$@"; do
   case $a in
     --now) now=1 ;;
+    -q|--quiet) quiet=1 ;;
     -*) ;;
     *) units+=("${a%.service}") ;;
   esac
@@ -124,7 +126,7 @@ case $verb in
   start) start ;;
   stop) stop ;;
   restart) stop; start ;;
-  is-active) s=$(state); echo "$s"; [ "$s" = active ] ;;
+  is-active) s=$(state); [ $quiet = 1 ] || echo "$s"; [ "$s" = active ] ;;
   status)
     s=$(state)
     case $s in

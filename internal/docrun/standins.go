@@ -166,13 +166,18 @@ const gitScript = `#!/bin/bash
 # docs runner stand-in for git clone of the project.
 if [ "$1" = clone ]; then
   args=()
+  ours=0
+  positional=0
   for a in "${@:2}"; do
     case $a in
-      https://github.com/vcon-server/vcon-server|https://github.com/vcon-server/vcon-server.git) args+=("@MODULE@") ;;
-      *) args+=("$a") ;;
+      https://github.com/vcon-server/vcon-server|https://github.com/vcon-server/vcon-server.git) args+=("@MODULE@"); ours=1; positional=$((positional+1)) ;;
+      -*) args+=("$a") ;;
+      *) args+=("$a"); positional=$((positional+1)) ;;
     esac
   done
-  exec @GIT@ clone -q "${args[@]}"
+  # The folder is named after the public address, not the checkout's.
+  if [ $ours = 1 ] && [ $positional = 1 ]; then args+=(vcon-server); fi
+  exec @GIT@ clone "${args[@]}"
 fi
 exec @GIT@ "$@"
 `
@@ -191,7 +196,7 @@ func writeStandIns(dir, root, module, git string) error {
 		"journalctl": journalctlScript,
 		"git":        gitScript,
 	}
-	r := strings.NewReplacer("@ROOT@", shellQuote(root), "@PATHS@", paths, "@MODULE@", module, "@GIT@", shellQuote(git))
+	r := strings.NewReplacer("@ROOT@", shellQuote(root), "@PATHS@", paths, "@MODULE@", filepath.Clean(module), "@GIT@", shellQuote(git))
 	for name, text := range scripts {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(r.Replace(text)), 0o755); err != nil {
 			return fmt.Errorf("write stand-in %s: %w", name, err)

@@ -52,6 +52,7 @@ const (
 	DefaultMaxFileBytes = 1 << 30
 
 	maxFileRows   = 1 << 20
+	maxCopies     = 100000 // objects of packed versions held before they are deleted
 	spoolPrefix   = "pack-"
 	fetchBudget   = 64 << 20 // sealed bytes fetched ahead of the writer
 	maxFetchAhead = 16
@@ -91,9 +92,9 @@ type Packer struct {
 	a   *Archive
 	opt ParquetOptions
 
-	mu        sync.Mutex
-	locks     map[ids.ID]chan struct{}
-	leftovers map[ids.ID][]string // objects of packed versions a delete failed to remove
+	mu     sync.Mutex
+	locks  map[ids.ID]chan struct{}
+	copies map[ids.ID][]string // objects of packed versions, to delete
 }
 
 // packers holds the Packer of each Archive that has Parquet storage on;
@@ -128,7 +129,7 @@ func (a *Archive) EnableParquet(opt ParquetOptions) (*Packer, error) {
 	for _, f := range stale {
 		os.Remove(f)
 	}
-	p := &Packer{a: a, opt: opt, locks: map[ids.ID]chan struct{}{}, leftovers: map[ids.ID][]string{}}
+	p := &Packer{a: a, opt: opt, locks: map[ids.ID]chan struct{}{}, copies: map[ids.ID][]string{}}
 	packers.Store(a, p)
 	return p, nil
 }
@@ -214,18 +215,22 @@ func (p *Packer) runTenant(ctx context.Context, tenant ids.ID, st *PackStats) er
 		return err
 	}
 	defer unlock()
-	if err := p.retryLeftovers(ctx, tenant); err != nil {
-		return err
+	err = p.packObjects(ctx, tenant, st)
+	if err == nil {
+		err = p.mergeSmall(ctx, tenant, st)
 	}
-	if err := p.packObjects(ctx, tenant, st); err != nil {
-		return err
+	if err == nil {
+		// Also when nothing was packed: stores and deletes change which
+		// versions are live, and the manifest names them.
+		err = p.ensureManifest(ctx, tenant)
 	}
-	if err := p.mergeSmall(ctx, tenant, st); err != nil {
-		return err
+	// The objects of versions packed by a commit are copies now, whatever
+	// failed after it. They go once the run's merges are done, so that an
+	// operator who waits for the objects to go sees the merged files.
+	if derr := p.deleteCopies(ctx, tenant); err == nil {
+		err = derr
 	}
-	// Also when nothing was packed: stores and deletes change which
-	// versions are live, and the manifest names them.
-	if err := p.ensureManifest(ctx, tenant); err != nil {
+	if err != nil {
 		return err
 	}
 	return p.dropExpired(ctx, tenant, st)
@@ -327,37 +332,42 @@ func (p *Packer) packFile(ctx context.Context, tenant ids.ID, date string, cands
 	if err := p.ensureManifest(ctx, tenant); err != nil {
 		return len(rows), err
 	}
-	// Only now are the objects copies: delete them. A reader that resolved
-	// one before the commit finds it gone and looks again (invariant 7).
-	packed := make([]string, len(rows))
-	for i, r := range rows {
-		packed[i] = ObjectKey(catalog.InS3, tenant, r.Version)
+	// Only now are the objects copies, to be deleted (deleteCopies). A
+	// reader that resolved one before the commit finds it gone and looks
+	// again (invariant 7).
+	p.mu.Lock()
+	for _, r := range rows {
+		p.copies[tenant] = append(p.copies[tenant], ObjectKey(catalog.InS3, tenant, r.Version))
 	}
-	if failed := p.deleteAll(ctx, packed); len(failed) > 0 {
-		p.mu.Lock()
-		p.leftovers[tenant] = append(p.leftovers[tenant], failed...)
-		p.mu.Unlock()
+	many := len(p.copies[tenant]) >= maxCopies
+	p.mu.Unlock()
+	if many {
+		if err := p.deleteCopies(ctx, tenant); err != nil {
+			return len(rows), err
+		}
 	}
-	crashpoint.Hit(crashpoint.PackAfterDeletes)
 	return len(rows), nil
 }
 
-// retryLeftovers deletes the objects of packed versions that an earlier
-// run of this process failed to delete.
-func (p *Packer) retryLeftovers(ctx context.Context, tenant ids.ID) error {
+// deleteCopies deletes the objects of the tenant's versions packed since
+// the last call; those it fails to delete are tried again by the next run
+// (and at the next start by recovery).
+func (p *Packer) deleteCopies(ctx context.Context, tenant ids.ID) error {
 	p.mu.Lock()
-	keys := p.leftovers[tenant]
-	delete(p.leftovers, tenant)
+	keys := p.copies[tenant]
+	delete(p.copies, tenant)
 	p.mu.Unlock()
 	if len(keys) == 0 {
 		return nil
 	}
-	if failed := p.deleteAll(ctx, keys); len(failed) > 0 {
+	failed := p.deleteAll(ctx, keys)
+	if len(failed) > 0 {
 		p.mu.Lock()
-		p.leftovers[tenant] = append(p.leftovers[tenant], failed...)
+		p.copies[tenant] = append(p.copies[tenant], failed...)
 		p.mu.Unlock()
 		return fmt.Errorf("pack: %d object(s) of packed versions could not be deleted", len(failed))
 	}
+	crashpoint.Hit(crashpoint.PackAfterDeletes)
 	return nil
 }
 

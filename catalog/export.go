@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -37,6 +38,11 @@ func (c *Catalog) NewestVersion(ctx context.Context, tenant ids.ID) (ids.ID, boo
 // and that were stored at or after since and before until (zero times: no
 // bound), in id order. Current is set on each version that is its vCon's
 // current one, so neither hidden nor deleted.
+//
+// The unary + keeps SQLite from the (tenant, uuid, stored_at) index, which
+// would read every version of the tenant and sort them for each page: the
+// primary key's range from after on is read instead, and each page costs
+// the rows it passes, not the tenant's size.
 func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, since, until time.Time, limit int) ([]Version, error) {
 	lo, hi := int64(-1<<63), int64(1<<63-1)
 	if !since.IsZero() {
@@ -47,7 +53,7 @@ func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, si
 	}
 	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
 		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-		WHERE v.id > ? AND v.id <= ? AND v.tenant = ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
+		WHERE v.id > ? AND v.id <= ? AND +v.tenant = ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
 		ORDER BY v.id LIMIT ?`, after[:], upto[:], tenant[:], lo, hi, limit)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: list versions to export: %w", err)
@@ -62,6 +68,34 @@ func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, si
 		}
 		v.Current = cur
 		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// KeptVersions looks the given versions up again and returns those still
+// kept (purge not started, key present), by id: what an export checks once
+// their bytes have arrived, for many versions in one short read.
+func (c *Catalog) KeptVersions(ctx context.Context, list []ids.ID) (map[ids.ID]Version, error) {
+	out := make(map[ids.ID]Version, len(list))
+	if len(list) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(list))
+	for i, id := range list {
+		args[i] = id[:]
+	}
+	q := `SELECT ` + versionCols + ` FROM versions v WHERE v.purge = 0 AND v.wrapped_key IS NOT NULL AND v.id IN (?` + strings.Repeat(",?", len(list)-1) + `)`
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: look versions up again: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[v.ID] = v
 	}
 	return out, rows.Err()
 }

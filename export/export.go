@@ -55,9 +55,14 @@ const (
 	DefaultFileBytes = 128 << 20
 	// DefaultPageSize is how many versions one catalog read lists.
 	DefaultPageSize = 1000
-	// DefaultWorkers is how many versions are fetched and inspected at
-	// once; rows are still written in version order.
+	// DefaultWorkers is how many batches of versions are fetched and
+	// inspected at once; rows are still written in version order.
 	DefaultWorkers = 8
+	// DefaultBatch is how many versions a worker takes at once: their keys
+	// are looked up again in one catalog read.
+	DefaultBatch = 32
+	// batchBytes closes a batch early once its sealed bytes reach it.
+	batchBytes = 4 << 20
 	// DefaultInFlight bounds the sealed bytes fetched but not yet written.
 	// A version larger than it is fetched alone.
 	DefaultInFlight = 64 << 20
@@ -88,6 +93,7 @@ type Options struct {
 	FileBytes int64 // DefaultFileBytes when 0
 	PageSize  int   // DefaultPageSize when 0
 	Workers   int   // DefaultWorkers when 0
+	Batch     int   // DefaultBatch when 0
 	InFlight  int64 // DefaultInFlight when 0
 	// TempDir holds the export's own scratch file (the live version ids,
 	// 16 bytes each); the system's temporary folder when "".
@@ -166,6 +172,9 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	if opt.Workers <= 0 {
 		opt.Workers = DefaultWorkers
 	}
+	if opt.Batch <= 0 {
+		opt.Batch = DefaultBatch
+	}
 	if opt.InFlight <= 0 {
 		opt.InFlight = DefaultInFlight
 	}
@@ -232,15 +241,21 @@ func (x *run) export(ctx context.Context) error {
 	return x.liveBuf.Flush()
 }
 
-// job is one version on its way from the catalog to a file.
+// job is a batch of consecutive versions on their way from the catalog to
+// a file.
 type job struct {
+	items []item
+	done  chan struct{}
+	held  int64 // sealed bytes counted against the budget
+	err   error
+}
+
+// item is one version of a job and what became of it.
+type item struct {
 	v      catalog.Version
-	done   chan struct{}
-	held   int64
 	row    parquetstore.ExportRow
-	skip   bool
-	unread bool
-	err    error
+	skip   bool // purged while the export ran
+	unread bool // its clear columns could not be read
 }
 
 // stream runs the pipeline: a lister pages through the catalog, workers
@@ -284,11 +299,12 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 		if j.err != nil {
 			return j.err
 		}
-		err := x.write(outer, j)
-		budget.release(j.held)
-		if err != nil {
-			return err
+		for i := range j.items {
+			if err := x.write(outer, &j.items[i]); err != nil {
+				return err
+			}
 		}
+		budget.release(j.held)
 	}
 	// The lister stops early only when ctx ended.
 	return ctx.Err()
@@ -301,6 +317,10 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 	var after ids.ID
 	for {
 		page, err := x.opt.Archive.Cat.ExportPage(ctx, x.opt.Tenant.ID, after, upto, x.opt.Since, x.opt.Until, x.opt.PageSize)
+		n := len(page)
+		if n > 0 {
+			after = page[n-1].ID
+		}
 		if err != nil {
 			j := &job{err: err, done: make(chan struct{})}
 			close(j.done)
@@ -310,11 +330,16 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 			}
 			return
 		}
-		for _, v := range page {
-			if err := budget.acquire(v.SealedSize); err != nil {
+		for len(page) > 0 {
+			j := &job{done: make(chan struct{})}
+			for len(page) > 0 && len(j.items) < x.opt.Batch && (len(j.items) == 0 || j.held < batchBytes) {
+				j.items = append(j.items, item{v: page[0]})
+				j.held += page[0].SealedSize
+				page = page[1:]
+			}
+			if err := budget.acquire(j.held); err != nil {
 				return
 			}
-			j := &job{v: v, held: v.SealedSize, done: make(chan struct{})}
 			select {
 			case queue <- j:
 			case <-ctx.Done():
@@ -326,16 +351,15 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 				return
 			}
 		}
-		if len(page) < x.opt.PageSize {
+		if n < x.opt.PageSize {
 			return
 		}
-		after = page[len(page)-1].ID
 	}
 }
 
-// write adds one finished job's row to the current part file, rolling to a
-// new file at a new date or past the size bound.
-func (x *run) write(ctx context.Context, j *job) error {
+// write adds one finished item's row to the current part file, rolling to
+// a new file at a new date or past the size bound.
+func (x *run) write(ctx context.Context, j *item) error {
 	if j.skip {
 		x.skip++
 		return nil

@@ -409,7 +409,7 @@ func TestExportCancelledRemovesItsFiles(t *testing.T) {
 	var mu sync.Mutex
 	_, err = export.Run(ctx, export.Options{
 		Archive: e.Daemon.Archive, Tenant: findTenant(t, e, d.Tenant), Target: dst,
-		FileBytes: 1, Workers: 1, // a file per row
+		FileBytes: 1, Workers: 1, Batch: 1, // a file per row
 		AfterFetch: func(catalog.Version) {
 			mu.Lock()
 			defer mu.Unlock()

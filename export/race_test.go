@@ -85,7 +85,7 @@ func TestExportSkipsPurgesRacingIt(t *testing.T) {
 	statuses := map[string]int{}
 	res, err := export.Run(context.Background(), export.Options{
 		Archive: e.Daemon.Archive, Tenant: findTenant(t, e, d.Tenant), Target: dst, To: dir,
-		Workers: 1, // one version at a time: the one before a is done before a is read
+		Workers: 1, Batch: 1, // one version at a time: the one before a is done before a is read
 		AfterFetch: func(v catalog.Version) {
 			var uuid string
 			switch v.ID {

@@ -15,44 +15,61 @@ import (
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
-// process fetches one version, checks that its key still exists, and makes
-// its row. It runs on a worker; errors name the version id (an operator's
-// handle, never vCon content).
+// process fetches a batch of versions, checks in one catalog read that
+// their keys still exist, and makes their rows. It runs on a worker;
+// errors name the version id (an operator's handle, never vCon content).
 func (x *run) process(ctx context.Context, j *job) {
-	sealed, gone, err := x.fetch(ctx, j.v)
-	if err != nil {
-		j.err = err
-		return
-	}
-	if gone {
-		j.skip = true
-		return
+	var arrived []ids.ID
+	for i := range j.items {
+		it := &j.items[i]
+		sealed, gone, err := x.fetch(ctx, it.v)
+		if err != nil {
+			j.err = err
+			return
+		}
+		if gone {
+			it.skip = true
+			continue
+		}
+		it.row = parquetstore.ExportRow{Version: it.v.ID, StoredAt: it.v.StoredAt, Sealed: sealed}
+		arrived = append(arrived, it.v.ID)
 	}
 	if x.opt.AfterFetch != nil {
-		x.opt.AfterFetch(j.v)
+		for _, it := range j.items {
+			if !it.skip {
+				x.opt.AfterFetch(it.v)
+			}
+		}
 	}
-	// The key is looked up again only now that the bytes are here: a purge
-	// destroys the key first, so a version whose key still exists at this
-	// point was kept when its bytes were read (docs/FORMAT.md, invariant 4).
-	cur, err := x.opt.Archive.Cat.Version(ctx, j.v.ID)
-	if errors.Is(err, catalog.ErrNotFound) || (err == nil && (cur.Purge != catalog.Kept || cur.WrappedKey == nil)) {
-		j.skip = true
-		return
-	}
+	// The keys are looked up again only now that the bytes are here: a
+	// purge destroys the key first, so a version whose key still exists at
+	// this point was kept when its bytes were read (docs/FORMAT.md,
+	// invariant 4). The clear columns are read with the key found now.
+	kept, err := x.opt.Archive.Cat.KeptVersions(ctx, arrived)
 	if err != nil {
 		j.err = err
 		return
 	}
-	j.row = parquetstore.ExportRow{Version: j.v.ID, StoredAt: j.v.StoredAt, Sealed: sealed}
-	if x.level == parquetstore.LevelNone {
-		return
+	for i := range j.items {
+		it := &j.items[i]
+		if it.skip {
+			continue
+		}
+		cur, ok := kept[it.v.ID]
+		if !ok {
+			it.skip, it.row = true, parquetstore.ExportRow{}
+			continue
+		}
+		if x.level == parquetstore.LevelNone {
+			continue
+		}
+		m, ok := x.inspect(it.row.Sealed, cur)
+		if !ok {
+			it.unread = true
+			continue
+		}
+		fill(&it.row, x.level, m)
 	}
-	m, ok := x.inspect(sealed, cur)
-	if !ok {
-		j.unread = true
-		return
-	}
-	fill(&j.row, x.level, m)
 }
 
 // fetch reads the sealed bytes of v whole. A store that answers "not

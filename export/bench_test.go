@@ -1,0 +1,283 @@
+package export_test
+
+// BenchmarkExport measures an export of N versions of 4 KiB at level
+// counts to a directory: rows/s, MB/s of sealed bytes, the peak heap and
+// peak RSS, against reading the same sealed bytes from the store without
+// writing anything (the read sub-benchmark, same listing, same number of
+// readers). The documented run (docs/export.md):
+//
+//	VCON_BENCH_EXPORT_VERSIONS=100000 go test ./export/ -run '^$' -bench BenchmarkExport -benchtime 3x
+//
+// The versions are stored once per process through archive.Store (sealed,
+// synced, committed, as a POST does), not over HTTP, to keep the setup
+// short; N defaults to 10000.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+type benchStore struct {
+	a        *archive.Archive
+	tenant   catalog.Tenant
+	versions int
+	sealed   int64
+	err      error
+}
+
+var (
+	benchOnce sync.Once
+	bench     benchStore
+)
+
+func benchVersions() int {
+	if n, err := strconv.Atoi(os.Getenv("VCON_BENCH_EXPORT_VERSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 10000
+}
+
+// benchBody is an unsigned vCon of about 4 KiB.
+func benchBody(i int) []byte {
+	pad := strings.Repeat("x", 3400)
+	return fmt.Appendf(nil, `{"vcon":"0.4.0","uuid":%q,"created_at":"2026-11-05T12:00:00Z","subject":"Benchmark %d","parties":[{"tel":"+15555550100","name":"Caller"},{"mailto":"mailto:agent@example.com"}],"dialog":[{"type":"text","body":%q,"start":"2026-11-05T12:00:00Z","parties":[0,1]}],"attachments":[],"analysis":[]}`,
+		ids.NewRandom().String(), i, pad)
+}
+
+func setupBench(b *testing.B) *benchStore {
+	benchOnce.Do(func() {
+		ctx := context.Background()
+		dir, err := os.MkdirTemp("", "vcon-export-bench-")
+		if err != nil {
+			bench.err = err
+			return
+		}
+		key := make([]byte, 32)
+		rand.Read(key)
+		mk, err := seal.MasterKeyFromBytes(key)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
+		if err != nil {
+			bench.err = err
+			return
+		}
+		objects, err := objstore.NewDir(dir)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		err = cat.Update(ctx, func(tx *catalog.Tx) error {
+			t, err := tx.CreateTenant("bench")
+			if err != nil {
+				return err
+			}
+			bench.tenant = t
+			return tx.SetTenantMetadata(t.ID, "counts")
+		})
+		if err != nil {
+			bench.err = err
+			return
+		}
+		bench.tenant.Metadata = "counts"
+		bench.a = &archive.Archive{Cat: cat, Objects: objects, Loc: catalog.InDir, Key: mk, MaxSize: 64 << 20}
+		n := benchVersions()
+		start := time.Now()
+		var next atomic.Int64
+		var sealed atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)); i <= n; i = int(next.Add(1)) {
+					body := benchBody(i)
+					_, err := bench.a.Store(ctx, archive.StoreRequest{Tenant: bench.tenant.ID, Mode: catalog.CreateOnly,
+						Body: bytes.NewReader(body), ContentType: "application/vcon"})
+					if err != nil {
+						errs <- err
+						return
+					}
+					sealed.Add(seal.SealedSize(int64(len(body))))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		bench.err = <-errs
+		bench.versions, bench.sealed = n, sealed.Load()
+		fmt.Fprintf(os.Stderr, "BenchmarkExport setup: stored %d versions (%.1f MB sealed) in %s in %s\n",
+			n, float64(bench.sealed)/1e6, time.Since(start).Round(time.Millisecond), dir)
+	})
+	if bench.err != nil {
+		b.Fatal(bench.err)
+	}
+	return &bench
+}
+
+// peaks samples the heap every few milliseconds and resets the kernel's
+// peak RSS, so that both peaks belong to what runs between start and stop.
+type peaks struct {
+	stop chan struct{}
+	done chan struct{}
+	heap uint64
+}
+
+func startPeaks() *peaks {
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM; Linux only
+	runtime.GC()
+	p := &peaks{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			p.heap = max(p.heap, s[0].Value.Uint64())
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *peaks) report(b *testing.B) {
+	close(p.stop)
+	<-p.done
+	b.ReportMetric(float64(p.heap)/1e6, "peak-heap-MB")
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				b.ReportMetric(kb/1e3, "peak-RSS-MB")
+			}
+		}
+	}
+}
+
+func BenchmarkExport(b *testing.B) {
+	s := setupBench(b)
+	ctx := context.Background()
+	var rates [2]float64
+
+	// read: list the versions as the export does, and read every sealed
+	// object with as many readers as the export has workers, writing
+	// nothing.
+	b.Run("read", func(b *testing.B) {
+		b.SetBytes(s.sealed)
+		p := startPeaks()
+		for b.Loop() {
+			if n := readAll(b, ctx, s); n != s.versions {
+				b.Fatalf("read %d versions, want %d", n, s.versions)
+			}
+		}
+		b.ReportMetric(float64(s.versions*b.N)/b.Elapsed().Seconds(), "rows/s")
+		p.report(b)
+		rates[0] = float64(s.sealed*int64(b.N)) / b.Elapsed().Seconds()
+	})
+
+	b.Run("export", func(b *testing.B) {
+		b.SetBytes(s.sealed)
+		target, err := os.MkdirTemp("", "vcon-export-bench-target-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(target)
+		p := startPeaks()
+		for b.Loop() {
+			dst, err := export.OpenDir(target)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := export.Run(ctx, export.Options{Archive: s.a, Tenant: s.tenant, Target: dst})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.Rows != int64(s.versions) || r.Unread != 0 {
+				b.Fatalf("export %+v", r)
+			}
+			b.StopTimer()
+			os.RemoveAll(target + "/tenant=" + s.tenant.ID.String())
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(s.versions*b.N)/b.Elapsed().Seconds(), "rows/s")
+		p.report(b)
+		rates[1] = float64(s.sealed*int64(b.N)) / b.Elapsed().Seconds()
+	})
+	if rates[0] > 0 && rates[1] > 0 {
+		b.Logf("%d versions: export %.1f MB/s, read alone %.1f MB/s: the export runs at %.2f of the read's rate",
+			s.versions, rates[1]/1e6, rates[0]/1e6, rates[1]/rates[0])
+	}
+}
+
+// readAll pages through the tenant's versions and reads each one's sealed
+// bytes with export.DefaultWorkers readers; it returns how many it read.
+func readAll(b *testing.B, ctx context.Context, s *benchStore) int {
+	upto, _, err := s.a.Cat.NewestVersion(ctx, s.tenant.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := make(chan catalog.Version, 2*export.DefaultWorkers)
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for range export.DefaultWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64<<10)
+			for v := range work {
+				rc, err := s.a.Sealed(ctx, v)
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				io.CopyBuffer(io.Discard, rc, buf)
+				rc.Close()
+				n.Add(1)
+			}
+		}()
+	}
+	var after ids.ID
+	for {
+		page, err := s.a.Cat.ExportPage(ctx, s.tenant.ID, after, upto, time.Time{}, time.Time{}, export.DefaultPageSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range page {
+			work <- v
+		}
+		if len(page) < export.DefaultPageSize {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	close(work)
+	wg.Wait()
+	return int(n.Load())
+}

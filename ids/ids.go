@@ -26,20 +26,15 @@ func Parse(s string) (ID, error) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return id, ErrSyntax
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if s[i] == '-' {
-			i++
-			continue
-		}
+	// The 16 bytes start at these offsets; every other character is a
+	// dash checked above, so a dash can never stand for a digit.
+	for j, i := range [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34} {
 		hi, ok1 := unhex(s[i])
 		lo, ok2 := unhex(s[i+1])
 		if !ok1 || !ok2 {
 			return ID{}, ErrSyntax
 		}
 		id[j] = hi<<4 | lo
-		j++
-		i += 2
 	}
 	return id, nil
 }

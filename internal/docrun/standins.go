@@ -177,7 +177,8 @@ if [ "$1" = clone ]; then
   done
   # The folder is named after the public address, not the checkout's.
   if [ $ours = 1 ] && [ $positional = 1 ]; then args+=(vcon-server); fi
-  exec @GIT@ clone "${args[@]}"
+  # The checkout under test may be a detached HEAD (CI): no advice about it.
+  exec @GIT@ -c advice.detachedHead=false clone "${args[@]}"
 fi
 exec @GIT@ "$@"
 `

@@ -20,8 +20,8 @@ type Page struct {
 	Name   string   // base name, "getting-started.md"
 	After  []string // pages whose blocks run first, in the same session
 	Blocks []*Block
-	// Server says the page (with the pages it comes after) talks to an
-	// S3 service at objects.example.com, which the runner then starts.
+	// Server says a block of the page runs a command that names
+	// objects.example.com, the S3 service the runner then starts.
 	Server bool
 }
 
@@ -148,11 +148,11 @@ func Parse(name, text string) (*Page, error) {
 		if len(body) > 0 {
 			content += "\n"
 		}
-		if objectHost.MatchString(content) {
-			p.Server = true
-		}
 		switch info {
 		case "sh":
+			if skipReason == "" && objectHost.MatchString(content) {
+				p.Server = true
+			}
 			b := &Block{Page: name, Line: start, Command: content, Skip: skipReason}
 			for _, n := range needs {
 				b.Needs = append(b.Needs, n.cmd)

@@ -128,3 +128,34 @@ func TestUnitFileInGettingStarted(t *testing.T) {
 		t.Errorf("getting-started.md shows another unit than dist/vcon-server.service:\n%s", docrun.Diff(string(unit), shown))
 	}
 }
+
+// TestRewriter: host paths and names go to the scratch host before a block
+// runs, and come back in what it printed; what is not a host path stays.
+func TestRewriter(t *testing.T) {
+	r := docrun.Rewriter{Root: "/tmp/x/root", Port: 41000, S3Port: 42000}
+	for _, tt := range []struct{ page, run string }{
+		{"--config /etc/vcon-server/vcon-server.toml", "--config /tmp/x/root/etc/vcon-server/vcon-server.toml"},
+		{`data_dir = "/var/lib/vcon-server"`, `data_dir = "/tmp/x/root/var/lib/vcon-server"`},
+		{"--cacert /usr/local/share/vcon-server/ca.pem https://vcon.example.com:8443/health", "--cacert /tmp/x/root/usr/local/share/vcon-server/ca.pem https://localhost:41000/health"},
+		{`endpoint = "https://objects.example.com:9000"`, `endpoint = "https://localhost:42000"`},
+		{`listen = "0.0.0.0:8443"`, `listen = "0.0.0.0:41000"`},
+		{"--data-binary @/etc/vcon-server/x", "--data-binary @/tmp/x/root/etc/vcon-server/x"},
+		{"cat /proc/sys/kernel/random/uuid", "cat /proc/sys/kernel/random/uuid"},
+		{"s3://vcon/var/lib/vcon-server/x", "s3://vcon/var/lib/vcon-server/x"},
+		{"/etc/vcon-serverx", "/etc/vcon-serverx"},
+	} {
+		if got := r.Block(tt.page); got != tt.run {
+			t.Errorf("Block(%q) = %q, want %q", tt.page, got, tt.run)
+		}
+	}
+	for _, tt := range []struct{ printed, page string }{
+		{"/tmp/x/root/var/lib/vcon-server/catalog.db", "/var/lib/vcon-server/catalog.db"},
+		{"listening address=[::]:41000", "listening address=[::]:8443"},
+		{"https://localhost:41000/vcons", "https://vcon.example.com:8443/vcons"},
+		{"https://localhost:42000/vcon", "https://objects.example.com:9000/vcon"},
+	} {
+		if got := r.Output(tt.printed); got != tt.page {
+			t.Errorf("Output(%q) = %q, want %q", tt.printed, got, tt.page)
+		}
+	}
+}

@@ -279,6 +279,7 @@ func (p *Packer) packObjects(ctx context.Context, tenant ids.ID, st *PackStats) 
 // returns how many versions it packed.
 func (p *Packer) packFile(ctx context.Context, tenant ids.ID, date string, cands []catalog.PackCandidate) (int, error) {
 	a := p.a
+	start := time.Now()
 	fw, err := p.createFile(ctx, tenant, date, len(cands))
 	if err != nil {
 		return 0, err
@@ -311,10 +312,12 @@ func (p *Packer) packFile(ctx context.Context, tenant ids.ID, date string, cands
 	if skipped > 0 {
 		p.log(slog.LevelWarn, "pack run left objects it could not read as they were recorded", "objects", skipped)
 	}
+	written := time.Now()
 	locs, size, err := fw.close()
 	if err != nil || len(locs) == 0 {
 		return 0, err
 	}
+	put := time.Now()
 	crashpoint.Hit(crashpoint.PackAfterPut)
 	rows := make([]catalog.MovedRow, len(locs))
 	for i, l := range locs {
@@ -328,6 +331,8 @@ func (p *Packer) packFile(ctx context.Context, tenant ids.ID, date string, cands
 		return 0, wrapf("pack: commit", err)
 	}
 	fw.committed = true
+	p.log(slog.LevelDebug, "pack file", "versions", len(rows), "bytes", size,
+		"read_ms", written.Sub(start).Milliseconds(), "put_ms", put.Sub(written).Milliseconds(), "commit_ms", time.Since(put).Milliseconds())
 	crashpoint.Hit(crashpoint.PackAfterCommit)
 	if err := p.ensureManifest(ctx, tenant); err != nil {
 		return len(rows), err
@@ -360,7 +365,9 @@ func (p *Packer) deleteCopies(ctx context.Context, tenant ids.ID) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	start := time.Now()
 	failed := p.deleteAll(ctx, keys)
+	p.log(slog.LevelDebug, "pack run deleted objects", "objects", len(keys)-len(failed), "ms", time.Since(start).Milliseconds())
 	if len(failed) > 0 {
 		p.mu.Lock()
 		p.copies[tenant] = append(p.copies[tenant], failed...)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -156,6 +158,29 @@ func TestRewriter(t *testing.T) {
 	} {
 		if got := r.Output(tt.printed); got != tt.page {
 			t.Errorf("Output(%q) = %q, want %q", tt.printed, got, tt.page)
+		}
+	}
+}
+
+// TestLinks: every relative link of the pages and the README names a file
+// that exists.
+func TestLinks(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)\s]*)?\)`)
+	pages, _ := filepath.Glob("*.md")
+	pages = append(pages, "../README.md")
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(page), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", page, target)
+			}
 		}
 	}
 }

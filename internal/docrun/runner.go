@@ -44,12 +44,17 @@ type Env struct {
 // shell. withS3 starts versitygw for objects.example.com:9000 and gives
 // the home folder the files a storage operator would hand over: s3.secret
 // (the secret key of the access key "vcon-server") and s3-ca.pem.
-func NewEnv(dir string, opt Options, withS3 bool) (*Env, error) {
+func NewEnv(dir string, opt Options, withS3 bool) (_ *Env, err error) {
 	if opt.Timeout == 0 {
 		opt.Timeout = 5 * time.Minute
 	}
 	root := filepath.Join(dir, "root")
 	e := &Env{Root: root, Home: filepath.Join(root, "home", "operator"), opt: opt, has: map[string]bool{}}
+	defer func() {
+		if err != nil {
+			e.Close() // versitygw, when it was started
+		}
+	}()
 	e.Rewriter.Root = root
 	bin := filepath.Join(root, "docs-bin") // stand-ins, first on PATH
 	// The folders every Debian host has, that pages install into.
@@ -108,7 +113,6 @@ func NewEnv(dir string, opt Options, withS3 bool) (*Env, error) {
 	}
 	env = append(env, opt.Env...)
 	if e.shell, err = StartShell(e.Home, env, filepath.Join(root, "blocks")); err != nil {
-		e.Close()
 		return nil, err
 	}
 	return e, nil

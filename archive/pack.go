@@ -86,7 +86,7 @@ type PackStats struct {
 
 // Packer runs Parquet storage for an Archive: pack runs, merges, manifests
 // and the rewrite of a file a purge needs. Pack, merge and rewrite of one
-// tenant run under one lock (invariant 6); serve holds the data directory's
+// tenant run under one lock (docs/FORMAT.md, invariant 6); serve holds the data directory's
 // lock, so one process is the only writer of the files.
 type Packer struct {
 	a   *Archive
@@ -150,7 +150,7 @@ func PackKey(tenant ids.ID, date string, file ids.ID) string {
 }
 
 // lock takes the tenant's lock: pack, merge and purge rewrites of one
-// tenant never run at once (invariant 6).
+// tenant never run at once (docs/FORMAT.md, invariant 6).
 func (p *Packer) lock(ctx context.Context, tenant ids.ID) (func(), error) {
 	p.mu.Lock()
 	l, ok := p.locks[tenant]
@@ -199,11 +199,14 @@ func (p *Packer) Run(ctx context.Context) PackStats {
 			st.Stopped = true
 			p.log(slog.LevelError, msgNameTaken)
 			return st
+		case ctx.Err() != nil:
+			// Stopped (the server is shutting down): not a failure; the
+			// next start finishes or removes what this run left.
+			st.Stopped = true
+			return st
 		default:
 			st.Failed++
-			if ctx.Err() == nil {
-				p.a.logError("pack run: a tenant's run failed", err)
-			}
+			p.a.logError("pack run: a tenant's run failed", err)
 		}
 	}
 	return st

@@ -184,7 +184,7 @@ func (p *Packer) finishDeletes(ctx context.Context, tenant ids.ID) error {
 		oldSeqs = append(oldSeqs, ms[i].Seq)
 	}
 	// The tombstones go first, so that a catalog restored from an older
-	// backup destroys these keys again (docs/FORMAT.md, "Tombstones").
+	// backup destroys these keys again (docs/FORMAT.md, "Purge of an object").
 	for _, id := range purged {
 		err := objstore.Put(ctx, a.Objects, TombstoneKey(a.Loc, tenant, id), bytes.NewReader(nil), false)
 		if err != nil {
@@ -221,11 +221,12 @@ func (p *Packer) finishDeletes(ctx context.Context, tenant ids.ID) error {
 	return a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.FinishPackPurge(tenant, fileIDs, oldSeqs) })
 }
 
-// RecoverPacks repairs what a cut-off pack run, merge or rewrite left
-// (docs/FORMAT.md, "Recovery"): a pending file is deleted and forgotten,
-// and an object whose version is already packed is deleted. A pack file no
-// row names at all is left alone: after a catalog restore it may hold the
-// only copy of rows the catalog can still open; check reports it.
+// recoverPacks repairs what a cut-off pack run, merge or rewrite left
+// (docs/FORMAT.md, "Pack run", invariant 1): a pending file is deleted and
+// forgotten, and an object whose version is already packed is deleted. A
+// pack file no row names at all is left alone: after a catalog restore it
+// may hold the only copy of rows the catalog can still open; check reports
+// it.
 func (a *Archive) recoverPacks(ctx context.Context) (files, objects int, err error) {
 	if a.Loc != catalog.InS3 {
 		return 0, 0, nil

@@ -172,7 +172,7 @@ func options(t *testing.T) docrun.Options {
 	return docrun.Options{
 		Binary:  testenv.Binary(t),
 		Module:  testenv.ModuleRoot(t),
-		Timeout: 5 * time.Minute,
+		Timeout: 10 * time.Minute, // install.md builds the release cold on a new machine
 		Env:     goEnv,
 	}
 }

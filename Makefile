@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools lint bench release clean
+.PHONY: build run test test-tools docs-test lint bench release clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -25,6 +25,10 @@ test-tools:
 	scripts/install-test-tools.sh
 	scripts/install-duckdb.sh
 
+# The documentation pages, run against the real binary (also part of test).
+docs-test: build test-tools
+	$(GO) test -count=1 -v ./docs/
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -33,10 +37,10 @@ bench: test-tools
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
 release:
-	rm -rf dist && mkdir -p dist
+	mkdir -p dist && rm -f dist/vcon-server-linux-* dist/SHA256SUMS
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/vcon-server-linux-amd64 .
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/vcon-server-linux-arm64 .
 	cd dist && sha256sum vcon-server-* > SHA256SUMS && cat SHA256SUMS
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist/vcon-server-linux-* dist/SHA256SUMS

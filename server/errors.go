@@ -37,7 +37,9 @@ func statusOf(err error) (int, string) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // bodies are read by curl and jq, not embedded in HTML
+	enc.Encode(v)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -333,6 +333,10 @@ func (r *run) do(ctx context.Context, method, path string, t Tenant, body []byte
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
+		if r.cfg.Faulty {
+			// The server is likely down (a test killed it): do not spin.
+			time.Sleep(25 * time.Millisecond)
+		}
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
@@ -351,7 +355,9 @@ func (r *run) worker(ctx context.Context, deadline time.Time, rnd *mrand.Rand) [
 		p := rnd.IntN(100)
 		switch {
 		case p < 30 || len(mine) == 0:
-			e := &entry{uuid: newUUID(), tenant: ti}
+			// Before its first answer a uuid does not exist: a POST that
+			// fails leaves it either absent or stored.
+			e := &entry{uuid: newUUID(), tenant: ti, states: []state{{deleted: true}}}
 			if r.store(ctx, rnd, e, "store") {
 				model = append(model, e)
 				byTenant[ti] = append(byTenant[ti], e)

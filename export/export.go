@@ -209,8 +209,11 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	// The record follows the manifest, so it never names an export that
-	// did not happen; if it cannot be written, the export is undone.
-	err = opt.Archive.Cat.Audit(ctx, opt.Tenant.ID, catalog.Record{Actor: opt.Actor, Label: catalog.CLI.Label, Action: "export", Status: 200})
+	// did not happen. Once the manifest is out, an interruption no longer
+	// stops the record; if it cannot be written, the export is undone.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	err = opt.Archive.Cat.Audit(actx, opt.Tenant.ID, catalog.Record{Actor: opt.Actor, Action: "export", Status: 200})
+	cancel()
 	if err != nil {
 		x.remove(ctx, manifest)
 		x.abort(ctx)

@@ -143,9 +143,18 @@ func keptVersions(t *testing.T, e *testenv.Env, tenant string) map[string]kept {
 	rows.Close()
 	store := e.Store()
 	for id, k := range out {
-		rc, err := store.Get(ctx, archive.ObjectKey(loc[id], tid, k.ID))
+		var rc io.ReadCloser
+		if loc[id] == catalog.Packed {
+			v, verr := cat.Version(ctx, k.ID)
+			if verr != nil {
+				t.Fatal(verr)
+			}
+			rc, err = e.Daemon.Archive.Sealed(ctx, v)
+		} else {
+			rc, err = store.Get(ctx, archive.ObjectKey(loc[id], tid, k.ID))
+		}
 		if err != nil {
-			t.Fatalf("read the stored object of %s: %v", id, err)
+			t.Fatalf("read the stored bytes of %s: %v", id, err)
 		}
 		h := md5.New()
 		io.Copy(h, rc)

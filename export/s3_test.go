@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/duckdbtest"
 	"github.com/vcon-server/vcon-server/internal/s3test"
 	"github.com/vcon-server/vcon-server/internal/testenv"
@@ -202,6 +203,57 @@ func TestExportFromBucketStorage(t *testing.T) {
 		k := want[row[0]]
 		if row[1] != k.SealedMD5 || row[2] != k.Form || row[3] != fmt.Sprint(k.Size) {
 			t.Errorf("row %v, want sealed md5 %s, form %s, size %d", row, k.SealedMD5, k.Form, k.Size)
+		}
+	}
+}
+
+// Versions packed into Parquet files in the bucket are exported from their
+// pack file (one ranged read each), byte for byte as they were stored as
+// objects, beside versions that are still objects.
+func TestExportPackedVersions(t *testing.T) {
+	duckdbtest.Path(t)
+	srv := s3test.Start(t, "versitygw")
+	bucket := srv.NewBucket(t, false)
+	e := testenv.New(t, testenv.Options{Storage: "[storage]\nobjects = \"s3\"\n" +
+		s3Table(t, srv, "storage.s3", fmt.Sprintf("bucket = %q\n", bucket)) +
+		"[storage.parquet]\npack_interval = 3600\n"})
+	d := storeEveryForm(t, e, "acme", 3)
+	e.CLI("tenant", "set-metadata", d.Tenant, "counts")
+	before := keptVersions(t, e, d.Tenant) // read from the objects, before packing
+	ctx := context.Background()
+	e.Daemon.PackRun(ctx)
+	counts, err := e.Daemon.Cat.CountByLocation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["packed"] != len(before) {
+		t.Fatalf("after a pack run: %v, want all %d versions packed", counts, len(before))
+	}
+	// One more, which stays an object.
+	g := generated{UUID: ids.NewRandom().String(), Subject: "After the pack run", Tel: "+15555550999", Name: "Late Caller", Mailto: "mailto:late@example.com"}
+	if r := e.Do("POST", "/vcons", d.Key.Token, g.body(), "Content-Type", "application/vcon"); r.Status != 201 {
+		t.Fatalf("POST %d %s", r.Status, r.Body)
+	}
+	want := keptVersions(t, e, d.Tenant) // the packed ones now read through the archive
+	for id, k := range before {
+		if want[id].SealedMD5 != k.SealedMD5 {
+			t.Errorf("%s: packed bytes differ from the object's", id)
+		}
+	}
+
+	dir := t.TempDir()
+	r := exportCLI(t, e, "--tenant", "acme", "--to", dir)
+	if r.Rows != int64(len(want)) || r.Unread != 0 || r.Skipped != 0 {
+		t.Fatalf("export line %+v, want %d rows", r, len(want))
+	}
+	rows := duckdbtest.Query(t, manifestFilesSQL(dir, r.Manifest)+`
+  SELECT version::VARCHAR, md5(sealed), coalesce(party_count::VARCHAR, 'NULL') FROM read_parquet(getvariable('files')) ORDER BY version`)
+	if len(rows)-1 != len(want) {
+		t.Fatalf("DuckDB read %d rows, want %d", len(rows)-1, len(want))
+	}
+	for _, row := range rows[1:] {
+		if k, ok := want[row[0]]; !ok || row[1] != k.SealedMD5 {
+			t.Errorf("row %v: want sealed md5 %s", row, k.SealedMD5)
 		}
 	}
 }

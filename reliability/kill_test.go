@@ -34,14 +34,16 @@ func TestKillsUnderLoad(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	client := e.HTTPClient()
+	// The port is fixed: every restart serves the same URL. StartBinary
+	// rewrites e's fields, so the load goroutine reads none of them.
+	client, url, ca := e.HTTPClient(), e.BaseURL, certPEM(t, e)
 	go func() {
 		rep, err := load.Run(t.Context(), load.Config{
-			URL: e.BaseURL, CAPEM: certPEM(t, e), Tenants: ts, Workers: 12, Duration: d, MaxBody: 16 << 10,
+			URL: url, CAPEM: ca, Tenants: ts, Workers: 12, Duration: d, MaxBody: 16 << 10,
 			Faulty: true, Client: client,
 			BeforeVerify: func() string {
 				<-restarted
-				return e.BaseURL
+				return url
 			},
 		})
 		done <- result{rep, err}

@@ -22,7 +22,7 @@ import (
 func TestLoad(t *testing.T) {
 	d, _ := soak(t, 3*time.Second)
 	e := testenv.New(t, testenv.Options{})
-	rep := runLoad(t, load.Config{URL: e.BaseURL, CAPEM: certPEM(t, e), Tenants: tenants(e, 8), Workers: 16, Duration: d, MaxBody: 32 << 10})
+	rep := runLoad(t, load.Config{URL: e.BaseURL, CAPEM: certPEM(t, e), Tenants: tenants(e, 8), Workers: 16, Duration: d, MaxBody: 32 << 10, MinEach: 3})
 	for _, op := range []string{"store", "replace", "read", "delete", "purge"} {
 		if rep.Ops[op].Count == 0 {
 			t.Errorf("no %s in the mix: %s", op, rep.JSON())

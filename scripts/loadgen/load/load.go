@@ -61,6 +61,11 @@ type Config struct {
 	Faulty bool
 	// Client replaces the HTTPS client (tests).
 	Client *http.Client
+	// MinEach keeps the mixed phase going past Duration (up to five times
+	// it) until each operation (store, replace, read, delete, purge) ran
+	// at least this often: a short test on a slow machine still covers
+	// the whole mix.
+	MinEach int
 	// BeforeVerify, when set, runs between the mixed phase and the
 	// verification (a test stops its faults and restarts the server
 	// there); a URL it returns replaces URL for the verification.
@@ -140,6 +145,50 @@ type run struct {
 	samples  []sample
 	errs     []string
 	nerr     int
+	counts   map[string]int
+}
+
+// going reports whether the mixed phase goes on.
+func (r *run) going(ctx context.Context, deadline, hard time.Time) bool {
+	if ctx.Err() != nil || r.requests.Load() >= r.cfg.MaxRequests {
+		return false
+	}
+	now := time.Now()
+	if now.Before(deadline) {
+		return true
+	}
+	if r.cfg.MinEach <= 0 || !now.Before(hard) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, op := range []string{"store", "replace", "read", "delete", "purge"} {
+		if op == "purge" && !r.anyPurge() || op == "delete" && !r.anyKeep() {
+			continue
+		}
+		if r.counts[op] < r.cfg.MinEach {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) anyPurge() bool {
+	for _, t := range r.cfg.Tenants {
+		if t.Purge {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) anyKeep() bool {
+	for _, t := range r.cfg.Tenants {
+		if !t.Purge {
+			return true
+		}
+	}
+	return false
 }
 
 // Run runs the load and the verification and returns the report. The
@@ -170,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = mrand.Uint64()
 	}
-	r := &run{cfg: cfg, client: cfg.Client}
+	r := &run{cfg: cfg, client: cfg.Client, counts: map[string]int{}}
 	if r.client == nil {
 		c, err := NewClient(cfg.CAPEM, cfg.Workers)
 		if err != nil {
@@ -191,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		go func(w int) {
 			defer wg.Done()
 			rnd := mrand.New(mrand.NewPCG(cfg.Seed, uint64(w)))
-			models[w] = r.worker(ctx, deadline, rnd)
+			models[w] = r.worker(ctx, deadline, start.Add(5*cfg.Duration), rnd)
 		}(w)
 	}
 	wg.Wait()
@@ -301,6 +350,9 @@ func (r *run) record(s sample, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.samples = append(r.samples, s)
+	if !s.err && !s.failed {
+		r.counts[s.op]++
+	}
 	if s.err {
 		r.nerr++
 		if len(r.errs) < 10 {
@@ -346,15 +398,13 @@ func (r *run) do(ctx context.Context, method, path string, t Tenant, body []byte
 
 // worker runs operations until the deadline or the request bound,
 // and returns its model.
-func (r *run) worker(ctx context.Context, deadline time.Time, rnd *mrand.Rand) []*entry {
+func (r *run) worker(ctx context.Context, deadline, hard time.Time, rnd *mrand.Rand) []*entry {
 	var model []*entry
 	byTenant := make([][]*entry, len(r.cfg.Tenants))
-	for ctx.Err() == nil && time.Now().Before(deadline) && r.requests.Load() < r.cfg.MaxRequests {
+	for r.going(ctx, deadline, hard) {
 		ti := rnd.IntN(len(r.cfg.Tenants))
-		mine := byTenant[ti]
 		p := rnd.IntN(100)
-		switch {
-		case p < 30 || len(mine) == 0:
+		if p < 30 || len(model) == 0 {
 			// Before its first answer a uuid does not exist: a POST that
 			// fails leaves it either absent or stored.
 			e := &entry{uuid: newUUID(), tenant: ti, states: []state{{deleted: true}}}
@@ -362,15 +412,22 @@ func (r *run) worker(ctx context.Context, deadline time.Time, rnd *mrand.Rand) [
 				model = append(model, e)
 				byTenant[ti] = append(byTenant[ti], e)
 			}
+			continue
+		}
+		// One of this worker's uuids, of the tenant drawn when it has one:
+		// with many tenants, a worker must not spend its first minutes
+		// storing one vCon into each before anything else happens.
+		e := model[rnd.IntN(len(model))]
+		if mine := byTenant[ti]; len(mine) > 0 {
+			e = mine[rnd.IntN(len(mine))]
+		}
+		switch {
 		case p < 50:
-			r.store(ctx, rnd, mine[rnd.IntN(len(mine))], "replace")
+			r.store(ctx, rnd, e, "replace")
 		case p < 92:
-			r.read(ctx, mine[rnd.IntN(len(mine))])
-		default:
-			e := mine[rnd.IntN(len(mine))]
-			if e.live() {
-				r.delete(ctx, e)
-			}
+			r.read(ctx, e)
+		case e.live():
+			r.delete(ctx, e)
 		}
 	}
 	return model

@@ -733,5 +733,8 @@ func TestRecoverPending(t *testing.T) {
 	if _, err := f.bucket.Stat(f.ctx, ukey); err != nil {
 		t.Fatalf("a file no row names was deleted: %v", err)
 	}
+	if unnamed, err := f.a.UnnamedPackFiles(f.ctx, f.tenant); err != nil || len(unnamed) != 1 || unnamed[0] != ukey {
+		t.Fatalf("unnamed pack files: %v %v", unnamed, err)
+	}
 	f.readAll()
 }

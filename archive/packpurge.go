@@ -303,3 +303,30 @@ func (a *Archive) ensureManifests(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// UnnamedPackFiles lists the keys of the tenant's pack files in the bucket
+// that no catalog row names, in any state. Nothing deletes them on its own
+// (invariant 1): check reports them, and an operator who knows where they
+// came from (a catalog restored from an older backup, a second server on
+// the same prefix) decides.
+func (a *Archive) UnnamedPackFiles(ctx context.Context, tenant ids.ID) ([]string, error) {
+	files, err := a.Cat.PackFiles(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	named := make(map[string]bool, len(files))
+	for _, f := range files {
+		named[f.Key] = true
+	}
+	var out []string
+	err = a.Objects.List(ctx, a.tenantPrefix("parquet", tenant), func(info objstore.Info) error {
+		if !named[info.Key] {
+			out = append(out, info.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrapf("list pack files", err)
+	}
+	return out, nil
+}

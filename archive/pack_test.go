@@ -738,3 +738,95 @@ func TestRecoverPending(t *testing.T) {
 	}
 	f.readAll()
 }
+
+// TestAbandonedCommits: a purge that starts while a pack run or a merge
+// writes its file makes the commit refuse; the new file is deleted, its
+// pending row removed, and the next run packs or merges what is left.
+func TestAbandonedCommits(t *testing.T) {
+	f := newPackFixture(t, s3test.Start(t, "versitygw"), time.Hour)
+	u := f.store(3)
+	for _, x := range u[:2] {
+		if err := f.a.Delete(f.ctx, f.tenant, x); err != nil { // hidden, kept 30 days
+			t.Fatal(err)
+		}
+	}
+	destroyOnPut := func(uuid ids.ID) {
+		vs, err := f.a.Cat.Versions(f.ctx, f.tenant, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := vs[0].ID
+		f.hooks.setBeforePut(func(key string) error {
+			if !strings.Contains(key, "/parquet/") {
+				return nil
+			}
+			f.hooks.setBeforePut(nil)
+			return f.a.Cat.Update(f.ctx, func(tx *catalog.Tx) error {
+				_, err := tx.DestroyKeys([]ids.ID{id}, 0)
+				return err
+			})
+		})
+	}
+	// The pack run: the file is abandoned.
+	destroyOnPut(u[0])
+	st := f.p.Run(f.ctx)
+	if st.Failed != 0 || st.Files != 0 || st.Versions != 0 {
+		t.Fatalf("run %+v", st)
+	}
+	if keys := f.keys("parquet"); len(keys) != 0 {
+		t.Fatalf("an abandoned file stayed: %v", keys)
+	}
+	if fs := f.files(); len(fs) != 0 {
+		t.Fatalf("pack files %+v", fs)
+	}
+	// The purge is finished as an object's; the next run packs the rest.
+	if _, err := f.a.Sweep(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.run(1, 2)
+	delete(f.bodies, u[0])
+	delete(f.bodies, u[1])
+	f.readAll()
+
+	// A merge: a purge starts on a row of a source file meanwhile.
+	f.store(1)
+	destroyOnPut(u[1])
+	// The new object's file is written first: let it pass, then hook the
+	// merge's file.
+	var puts atomic.Int64
+	inner := f.hooks.beforePut
+	f.hooks.setBeforePut(func(key string) error {
+		if strings.Contains(key, "/parquet/") && puts.Add(1) == 1 {
+			return nil
+		}
+		if inner == nil {
+			return nil
+		}
+		return inner(key)
+	})
+	st = f.p.Run(f.ctx)
+	if st.Failed != 0 || st.Files != 1 || st.Merged != 0 {
+		t.Fatalf("run %+v\n%s", st, f.log.String())
+	}
+	if live := f.files(catalog.PackLive); len(live) != 2 {
+		t.Fatalf("live files after an abandoned merge: %+v", live)
+	}
+	if fs := f.files(catalog.PackPending, catalog.PackRetired); len(fs) != 0 {
+		t.Fatalf("pending or retired files after an abandoned merge: %+v", fs)
+	}
+	if n := len(f.keys("parquet")); n != 2 {
+		t.Fatalf("%d files after an abandoned merge", n)
+	}
+	f.hooks.setBeforePut(nil)
+	// The sweep rewrites the file without the purged row; the next run
+	// merges.
+	if _, err := f.a.Sweep(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st = f.run(0, 0)
+	if st.Merged != 1 {
+		t.Fatalf("run after the sweep %+v", st)
+	}
+	f.readAll()
+	f.checkManifest()
+}

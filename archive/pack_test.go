@@ -830,3 +830,46 @@ func TestAbandonedCommits(t *testing.T) {
 	f.readAll()
 	f.checkManifest()
 }
+
+// TestPackLimitsAndDates: an object over pack_limit stays an object; each
+// UTC day gets its own file, the oldest packed first; a day with more than
+// MaxFileBytes of objects is split.
+func TestPackLimitsAndDates(t *testing.T) {
+	f := newPackFixture(t, s3test.Start(t, "versitygw"), time.Hour)
+	f.p.Close()
+	p, err := f.a.EnableParquet(archive.ParquetOptions{PackLimit: 2048, ReaderGrace: time.Hour, SpoolDir: t.TempDir(), MaxFileBytes: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f.p = p
+	big := ids.NewRandom()
+	body := append(apitest.NewVcon(big.String(), "big", "+15555550100"), bytes.Repeat([]byte(" "), 4096)...)
+	if _, err := f.a.Store(f.ctx, archive.StoreRequest{Tenant: f.tenant, Mode: catalog.CreateOnly, Body: bytes.NewReader(body), ContentType: "application/vcon"}); err != nil {
+		t.Fatal(err)
+	}
+	f.bodies[big] = body
+	f.store(1) // 2026-11-05
+	f.clock.Advance(24 * time.Hour)
+	f.store(4) // 2026-11-06: about 300 sealed bytes each, so two files of two
+	st := f.p.Run(f.ctx)
+	if st.Failed != 0 || st.Versions != 5 || st.Files != 3 {
+		t.Fatalf("run %+v\n%s", st, f.log.String())
+	}
+	if objects := f.keys("objects"); len(objects) != 1 {
+		t.Fatalf("objects left: %v, want the big one", objects)
+	}
+	v, err := f.a.Cat.Current(f.ctx, f.tenant, big)
+	if err != nil || v.Location != catalog.InS3 {
+		t.Fatalf("the big vCon: %s %v", v.Location, err)
+	}
+	dates := map[string]int{}
+	for _, pf := range f.files() {
+		dates[pf.Date]++
+	}
+	if dates["2026-11-05"] < 1 || dates["2026-11-06"] < 2 {
+		t.Fatalf("files by date: %v", dates)
+	}
+	f.readAll()
+	f.checkManifest()
+}

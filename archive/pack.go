@@ -182,6 +182,10 @@ func (p *Packer) Run(ctx context.Context) PackStats {
 	var st PackStats
 	tenants, err := p.a.Cat.Tenants(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			st.Stopped = true
+			return st
+		}
 		st.Failed++
 		p.a.logError("pack run: list tenants", err)
 		return st

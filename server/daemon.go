@@ -113,6 +113,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 			return nil, err
 		}
 	}
+	if n, err := cat.ResetSearchKeys(ctx, mk.CheckValue()); err != nil {
+		return nil, err
+	} else if n > 0 {
+		log.Info("search indexes made under another master key will be built again", "tenants", n)
+	}
 	rec, err := d.Archive.Recover(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("start-up recovery: %w", err)
@@ -140,7 +145,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 
 	runCtx, stop := context.WithCancel(context.Background())
 	d.stop = stop
-	d.wg.Add(2)
+	d.wg.Add(3)
+	go func() {
+		defer d.wg.Done()
+		d.every(runCtx, 2*time.Second, d.IndexSearch)
+	}()
 	go func() {
 		defer d.wg.Done()
 		if err := d.srv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -250,6 +259,25 @@ func (d *Daemon) PackRun(ctx context.Context) {
 		outcome = PackFailed
 	}
 	d.Metrics.PackRun(outcome, st.Files, st.Versions)
+}
+
+// IndexSearch builds the search indexes that are not built yet, a batch
+// at a time, until none is left or the server stops.
+func (d *Daemon) IndexSearch(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := d.Archive.IndexBacklog(ctx, 500)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.Log.Error("search indexing failed", "error", err.Error())
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		d.Metrics.Indexed(n)
+		d.Log.Debug("search indexing", "versions", n)
+	}
 }
 
 // Addr is the address the server listens on.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -31,6 +32,8 @@ type Archive struct {
 	// Purged, when set, is told how many data keys each purge destroyed
 	// (a DELETE with retention 0d, or the sweep): the server's metrics.
 	Purged func(n int)
+
+	parquet atomic.Pointer[Packer] // set by EnableParquet
 }
 
 var (

@@ -97,10 +97,6 @@ type Packer struct {
 	copies map[ids.ID][]string // objects of packed versions, to delete
 }
 
-// packers holds the Packer of each Archive that has Parquet storage on;
-// the purge of a packed row finds it there.
-var packers sync.Map
-
 // EnableParquet turns Parquet storage on for a, whose objects must be in a
 // bucket, and removes what an earlier process left in the spool. Close
 // turns it off.
@@ -130,19 +126,15 @@ func (a *Archive) EnableParquet(opt ParquetOptions) (*Packer, error) {
 		os.Remove(f)
 	}
 	p := &Packer{a: a, opt: opt, locks: map[ids.ID]chan struct{}{}, copies: map[ids.ID][]string{}}
-	packers.Store(a, p)
+	a.parquet.Store(p)
 	return p, nil
 }
 
 // Close turns Parquet storage off for its Archive.
-func (p *Packer) Close() { packers.CompareAndDelete(p.a, p) }
+func (p *Packer) Close() { p.a.parquet.CompareAndSwap(p, nil) }
 
-func (a *Archive) packer() *Packer {
-	if p, ok := packers.Load(a); ok {
-		return p.(*Packer)
-	}
-	return nil
-}
+// packer is the Archive's Packer; nil without Parquet storage.
+func (a *Archive) packer() *Packer { return a.parquet.Load() }
 
 // PackKey is where a pack file lives in the bucket (without the prefix).
 func PackKey(tenant ids.ID, date string, file ids.ID) string {

@@ -159,6 +159,16 @@ func (c *checker) tenant(cat *catalog.Catalog, t catalog.Tenant) (tenantReport, 
 	if inDir > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d version(s) are objects in the data directory, and the configuration keeps objects in a bucket: serve refuses to start until vcon-server storage move-objects moves them", inDir))
 	}
+	if s3 := c.stores[catalog.Packed]; s3 != nil {
+		c.arch.Objects, c.arch.Loc = s3, catalog.InS3
+		unnamed, err := c.arch.UnnamedPackFiles(c.ctx, t.ID)
+		if err != nil {
+			return r, err
+		}
+		for _, key := range unnamed {
+			r.Problems = append(r.Problems, fmt.Sprintf("the pack file %s is named by no catalog row: it may hold the only copy of rows that a catalog restored from a backup can open, so nothing deletes it; delete it by hand once you know no backup needs it", key))
+		}
+	}
 	if r.Packed > 0 && c.cfg.Storage.Parquet == nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d version(s) are packed into Parquet files, and the configuration has no [storage.parquet]: serve refuses to start until the table is put back", r.Packed))
 	}

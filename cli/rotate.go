@@ -66,6 +66,12 @@ func runRotate(e *env, newPath string) error {
 	if err != nil {
 		return err
 	}
+	// Search indexes are keyed by the master key: those made under the old
+	// one are dropped now (serve would at its next start) so that nothing
+	// keyed by the old key stays in the catalog; serve builds them again.
+	if _, err := cat.ResetSearchKeys(e.ctx, newMK.CheckValue()); err != nil {
+		return fmt.Errorf("the rotation is committed, but dropping the search indexes made under the old key failed (the next start does it): %w", err)
+	}
 	// The keys wrapped under the old master key stay in the WAL until a
 	// checkpoint copies the new ones over them; secure_delete zeroes what
 	// is freed.

@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench release clean
+.PHONY: build run test test-tools docs-test lint bench release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -41,6 +41,11 @@ release:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/vcon-server-linux-amd64 .
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/vcon-server-linux-arm64 .
 	cd dist && sha256sum vcon-server-* > SHA256SUMS && cat SHA256SUMS
+
+# Two release builds from clean copies must give identical checksums, static
+# binaries, stamped with their version.
+release-check:
+	VCON_RELEASE_CHECK=1 $(GO) test -count=1 -run TestReleaseCheck -v ./e2e/
 
 clean:
 	rm -rf bin dist/vcon-server-linux-* dist/SHA256SUMS

@@ -130,35 +130,34 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 }
 
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
+	return e.withTenant(args[0], func(_ *catalog.Catalog, t catalog.Tenant) error { return e.emit(t) })
+}
+
+// withTenant opens the catalog and finds the tenant a command names.
+func (e *env) withTenant(idOrName string, fn func(*catalog.Catalog, catalog.Tenant) error) error {
 	_, cat, err := e.openCatalog()
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	t, err := findTenant(e, cat, args[0])
+	t, err := findTenant(e, cat, idOrName)
 	if err != nil {
 		return err
 	}
-	return e.emit(t)
+	return fn(cat, t)
 }
 
 func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
 	if !catalog.ValidLevel(args[1]) {
 		return fmt.Errorf("unknown metadata level %q: use one of %s", args[1], strings.Join(catalog.Levels, ", "))
 	}
-	_, cat, err := e.openCatalog()
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	t, err := findTenant(e, cat, args[0])
-	if err != nil {
-		return err
-	}
-	if t, err = cat.SetMetadata(e.ctx, t.ID, args[1], catalog.CLI); err != nil {
-		return err
-	}
-	return e.emit(t)
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		t, err := cat.SetMetadata(e.ctx, t.ID, args[1], catalog.CLI)
+		if err != nil {
+			return err
+		}
+		return e.emit(t)
+	})
 }
 
 func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
@@ -171,19 +170,13 @@ func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
 		n := int(d / (24 * time.Hour))
 		days = &n
 	}
-	_, cat, err := e.openCatalog()
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	t, err := findTenant(e, cat, args[0])
-	if err != nil {
-		return err
-	}
-	if t, err = cat.SetRetention(e.ctx, t.ID, days, catalog.CLI); err != nil {
-		return err
-	}
-	return e.emit(t)
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		t, err := cat.SetRetention(e.ctx, t.ID, days, catalog.CLI)
+		if err != nil {
+			return err
+		}
+		return e.emit(t)
+	})
 }
 
 func keyCreate(e *env, tenant string, scopes []string, label string, operator bool) error {
@@ -289,42 +282,28 @@ func holdChange(held bool) func(*env, *flag.FlagSet, []string) error {
 		if err != nil {
 			return fmt.Errorf("%q is not a vCon uuid (36 characters: 8-4-4-4-12 hexadecimal digits)", args[1])
 		}
-		_, cat, err := e.openCatalog()
-		if err != nil {
-			return err
-		}
-		defer cat.Close()
-		t, err := findTenant(e, cat, args[0])
-		if err != nil {
-			return err
-		}
-		if err := cat.Hold(e.ctx, t.ID, uuid, held, catalog.CLI); err != nil {
-			return err
-		}
-		return e.emit(map[string]any{"tenant": t.ID.String(), "uuid": uuid.String(), "held": held})
+		return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+			if err := cat.Hold(e.ctx, t.ID, uuid, held, catalog.CLI); err != nil {
+				return err
+			}
+			return e.emit(map[string]any{"tenant": t.ID.String(), "uuid": uuid.String(), "held": held})
+		})
 	}
 }
 
 func holdList(e *env, _ *flag.FlagSet, args []string) error {
-	_, cat, err := e.openCatalog()
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	t, err := findTenant(e, cat, args[0])
-	if err != nil {
-		return err
-	}
-	held, err := cat.Holds(e.ctx, t.ID)
-	if err != nil {
-		return err
-	}
-	for _, id := range held {
-		if err := e.emit(map[string]any{"tenant": t.ID.String(), "uuid": id.String(), "held": true}); err != nil {
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		held, err := cat.Holds(e.ctx, t.ID)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		for _, id := range held {
+			if err := e.emit(map[string]any{"tenant": t.ID.String(), "uuid": id.String(), "held": true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // parseTime reads --since/--until; the refusal text is the one the export
@@ -383,17 +362,11 @@ func tenantSetSearch(e *env, _ *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, cat, err := e.openCatalog()
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	t, err := findTenant(e, cat, args[0])
-	if err != nil {
-		return err
-	}
-	if t, err = cat.SetSearch(e.ctx, t.ID, string(mode), catalog.CLI); err != nil {
-		return err
-	}
-	return e.emit(t)
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		t, err := cat.SetSearch(e.ctx, t.ID, string(mode), catalog.CLI)
+		if err != nil {
+			return err
+		}
+		return e.emit(t)
+	})
 }

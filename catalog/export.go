@@ -51,25 +51,10 @@ func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, si
 	if !until.IsZero() {
 		hi = nanos(until)
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
+	return c.versions(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
 		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
 		WHERE v.id > ? AND v.id <= ? AND +v.tenant = ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
-		ORDER BY v.id LIMIT ?`, after[:], upto[:], tenant[:], lo, hi, limit)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list versions to export: %w", err)
-	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
-		var cur bool
-		v, err := scanVersion(rows, &cur)
-		if err != nil {
-			return nil, err
-		}
-		v.Current = cur
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		ORDER BY v.id LIMIT ?`, true, after[:], upto[:], tenant[:], lo, hi, limit)
 }
 
 // KeptVersions looks the given versions up again and returns those still

@@ -50,6 +50,12 @@ func (c *Catalog) each(ctx context.Context, q string, args []any, fn func(Versio
 }
 
 func (c *Catalog) page(ctx context.Context, q string, args []any) ([]Version, error) {
+	return c.versions(ctx, q, false, args...)
+}
+
+// versions runs q, whose columns are versionCols and, withCurrent, one
+// more saying whether the row is its vCon's current version.
+func (c *Catalog) versions(ctx context.Context, q string, withCurrent bool, args ...any) ([]Version, error) {
 	rows, err := c.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: read versions: %w", err)
@@ -57,10 +63,16 @@ func (c *Catalog) page(ctx context.Context, q string, args []any) ([]Version, er
 	defer rows.Close()
 	var out []Version
 	for rows.Next() {
-		v, err := scanVersion(rows)
+		var cur bool
+		var extra []any
+		if withCurrent {
+			extra = append(extra, &cur)
+		}
+		v, err := scanVersion(rows, extra...)
 		if err != nil {
 			return nil, err
 		}
+		v.Current = cur
 		out = append(out, v)
 	}
 	return out, rows.Err()

@@ -155,46 +155,16 @@ func (c *Catalog) Version(ctx context.Context, id ids.ID) (Version, error) {
 
 // Versions lists the kept versions of a vCon, newest first.
 func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
+	return c.versions(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
 		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, tenant[:], uuid[:])
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list versions: %w", err)
-	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
-		var cur bool
-		v, err := scanVersion(rows, &cur)
-		if err != nil {
-			return nil, err
-		}
-		v.Current = cur
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, true, tenant[:], uuid[:])
 }
 
 // ListCurrent pages through a tenant's vCons that have a current version,
 // in uuid byte order, after the given uuid.
 func (c *Catalog) ListCurrent(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND current IS NOT NULL AND uuid > ? ORDER BY uuid LIMIT ?`,
+	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND current IS NOT NULL AND uuid > ? ORDER BY uuid LIMIT ?`,
 		tenant[:], after[:], limit)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list vcons: %w", err)
-	}
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		var id ids.ID
-		copy(id[:], b)
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // Hide clears a vCon's current version and hides every version of it (a
@@ -284,20 +254,7 @@ func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, 
 // Purging lists the versions whose key is destroyed and whose bytes may
 // still exist: the purges a crash or a failure left unfinished.
 func (c *Catalog) Purging(ctx context.Context) ([]Version, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.purge = ? ORDER BY v.id`, KeyDestroyed)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list purges: %w", err)
-	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return c.versions(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.purge = ? ORDER BY v.id`, false, KeyDestroyed)
 }
 
 // FinishPurge forgets a purged version once its bytes are proven gone,

@@ -14,6 +14,7 @@ import (
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/storage"
 )
 
 // Target is an export's --to: an absolute directory, or a bucket and a
@@ -106,17 +107,7 @@ func OpenBucket(ctx context.Context, table string, c *config.S3, t Target, spool
 	if c == nil {
 		return nil, errors.New("an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses")
 	}
-	secret, err := os.ReadFile(c.SecretAccessKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("configuration: %s.secret_access_key_file: %s cannot be read: %w", table, c.SecretAccessKeyFile, unwrapPath(err))
-	}
-	client, err := s3sig.New(s3sig.Config{
-		Endpoint:    c.Endpoint,
-		Region:      c.Region,
-		Credentials: s3sig.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: strings.TrimSpace(string(secret))},
-		PathStyle:   c.PathStyle,
-		CAFile:      c.CAFile,
-	})
+	client, err := storage.NewClient(table, c)
 	if err != nil {
 		return nil, err
 	}

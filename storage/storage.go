@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,17 +80,7 @@ func SpoolDir(dataDir string) string { return filepath.Join(dataDir, "spool") }
 
 // OpenS3 makes the store of bucket and prefix with c's service and keys.
 func OpenS3(c *config.S3, bucket, prefix, dataDir string) (*objstore.S3, error) {
-	secret, err := os.ReadFile(c.SecretAccessKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the S3 secret key file %s: %w", c.SecretAccessKeyFile, err)
-	}
-	client, err := s3sig.New(s3sig.Config{
-		Endpoint:    c.Endpoint,
-		Region:      c.Region,
-		Credentials: s3sig.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: strings.TrimSpace(string(secret))},
-		PathStyle:   c.PathStyle,
-		CAFile:      c.CAFile,
-	})
+	client, err := NewClient("storage.s3", c)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +89,26 @@ func OpenS3(c *config.S3, bucket, prefix, dataDir string) (*objstore.S3, error) 
 		return nil, err
 	}
 	return objstore.NewS3(client, bucket, prefix, spool), nil
+}
+
+// NewClient makes the S3 client of a configuration table ("storage.s3",
+// "export.s3"), reading its secret key file.
+func NewClient(table string, c *config.S3) (*s3sig.Client, error) {
+	secret, err := os.ReadFile(c.SecretAccessKeyFile)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once, below
+		}
+		return nil, fmt.Errorf("configuration: %s.secret_access_key_file: %s cannot be read: %w", table, c.SecretAccessKeyFile, err)
+	}
+	return s3sig.New(s3sig.Config{
+		Endpoint:    c.Endpoint,
+		Region:      c.Region,
+		Credentials: s3sig.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: strings.TrimSpace(string(secret))},
+		PathStyle:   c.PathStyle,
+		CAFile:      c.CAFile,
+	})
 }
 
 // CheckBucket refuses a bucket whose settings would keep bytes a purge

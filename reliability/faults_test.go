@@ -1,6 +1,8 @@
 package reliability
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,85 @@ func TestLoadThroughFaults(t *testing.T) {
 		t.Errorf("too few faults to prove anything: %s", st)
 	}
 	checkClean(t, e)
+}
+
+// TestParquetThroughFaults is TestLoadThroughFaults with Parquet storage:
+// pack runs every second (packing, merging, writing manifests, rewriting
+// files for purges) while the proxy breaks S3 requests, and exports to a
+// bucket through the same proxy; an export either finishes or fails with
+// a clear refusal. After the faults stop and a restart, every
+// acknowledged version reads back, check --deep is clean, and an export
+// succeeds.
+func TestParquetThroughFaults(t *testing.T) {
+	d, long := soak(t, 5*time.Second)
+	p := startProxied(t)
+	bucket := p.srv.NewBucket(t, false)
+	e := testenv.New(t, testenv.Options{Storage: p.storageTOML(t, bucket, "parquet/") +
+		"\n[storage.parquet]\npack_interval = 1\nreader_grace = 0\n"})
+	ts := tenants(e, 4)
+	rate := 0.05
+	if long {
+		rate = 0.03
+	}
+	if err := p.proxy.SetRules(harsh(rate)...); err != nil {
+		t.Fatal(err)
+	}
+	exportBucket := p.srv.NewBucket(t, false)
+	stopExports := make(chan struct{})
+	exportsDone := make(chan [2]int)
+	go func() {
+		// Exports beside the load, through the faults: each one either
+		// succeeds or is refused with a message, never hangs.
+		ok, refused := 0, 0
+		for i := 0; ; i++ {
+			select {
+			case <-stopExports:
+				exportsDone <- [2]int{ok, refused}
+				return
+			case <-time.After(700 * time.Millisecond):
+			}
+			out, errOut, code := e.TryCLI("export", "parquet", "--tenant", ts[i%len(ts)].ID, "--to", fmt.Sprintf("s3://%s/run/", exportBucket))
+			switch {
+			case code == 0 && strings.Count(out, "\n") == 1:
+				ok++
+			case code == 1 && strings.HasPrefix(errOut, "vcon-server: ") && out == "":
+				if refused == 0 {
+					t.Logf("an export refused under faults: %s", strings.TrimSpace(errOut))
+				}
+				refused++
+			default:
+				t.Errorf("export under faults: exit %d, out %q, err %q", code, out, errOut)
+			}
+		}
+	}()
+	rep := runLoad(t, load.Config{
+		URL: e.BaseURL, CAPEM: certPEM(t, e), Tenants: ts, Workers: 8, Duration: d, MaxBody: 16 << 10, Faulty: true,
+		BeforeVerify: func() string {
+			close(stopExports)
+			p.proxy.Clear()
+			e.Restart()
+			return e.BaseURL
+		},
+	})
+	counts := <-exportsDone
+	st := p.proxy.Stats()
+	packRuns := strings.Count(e.Log.String(), "pack run files=")
+	t.Logf("fault proxy: %s; pack runs %d; exports done %d, refused %d", st, packRuns, counts[0], counts[1])
+	t.Logf("soak figures: requests=%d faults_injected=%d failed_cleanly=%d versions_acked=%d verified=%d lost=%d",
+		rep.Requests, st.Total(), rep.Failed, rep.VersionsAcked, rep.Verified, rep.Lost)
+	if packRuns < 2 || counts[0]+counts[1] == 0 {
+		t.Errorf("the run proved little: %d pack runs, %d exports", packRuns, counts[0]+counts[1])
+	}
+	lines := checkClean(t, e)
+	packed := 0
+	for _, l := range lines {
+		packed += l.Packed
+	}
+	if packed == 0 {
+		t.Errorf("nothing was packed: %+v", lines)
+	}
+	e.Start()
+	if out, errOut, code := e.TryCLI("export", "parquet", "--tenant", ts[0].ID, "--to", fmt.Sprintf("s3://%s/after/", exportBucket)); code != 0 {
+		t.Fatalf("export after the faults: %d %s %s", code, out, errOut)
+	}
 }

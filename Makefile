@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench release release-check clean
+.PHONY: build run test test-tools docs-test lint bench soak fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -41,6 +41,18 @@ release:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/vcon-server-linux-amd64 .
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/vcon-server-linux-arm64 .
 	cd dist && sha256sum vcon-server-* > SHA256SUMS && cat SHA256SUMS
+
+# The long forms of the reliability suite: load, faults and kills for
+# SOAK per test (about a dozen minutes at the default), verifying every
+# acknowledged version afterwards.
+SOAK ?= 3m
+soak: test-tools
+	VCON_SOAK=$(SOAK) $(GO) test -count=1 -timeout 180m -v -run 'TestLoadThroughFaults|TestParquetThroughFaults|TestKillsUnderLoad|TestLoadS3|TestLoad$$|TestCrashPoints' ./reliability/
+
+# Every fuzz target for FUZZTIME seconds each.
+FUZZTIME ?= 60
+fuzz:
+	scripts/fuzz-all.sh $(FUZZTIME)
 
 # Two release builds from clean copies must give identical checksums, static
 # binaries, stamped with their version.

@@ -391,7 +391,7 @@ type fileWriter struct {
 	up        objstore.Upload
 	buf       *bufio.Writer
 	pw        *parquetstore.PackWriter
-	put       bool // the PUT succeeded: the object is ours
+	put       bool // the PUT succeeded, or may have: the object is ours
 	committed bool // the catalog names it: never discard it
 }
 
@@ -436,6 +436,9 @@ func (fw *fileWriter) close() ([]parquetstore.Location, int64, error) {
 		if errors.Is(err, objstore.ErrExists) {
 			return nil, 0, ErrNameTaken
 		}
+		// The PUT may have taken effect with its answer lost: the name is
+		// fresh, so whatever is there is ours to delete.
+		fw.put = true
 		return nil, 0, wrapf("pack: put a new file", err)
 	}
 	fw.put = true

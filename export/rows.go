@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
@@ -74,14 +75,22 @@ func (x *run) process(ctx context.Context, j *job) {
 
 // fetch reads the sealed bytes of v whole. A store that answers "not
 // found" gets v looked up again: it may have been packed or moved meanwhile
-// (retry at its new place), or purged (gone: true).
+// (retry at its new place), or purged (gone: true). A read cut short is
+// fetched again before anything is called damaged: a connection can break
+// part way.
 func (x *run) fetch(ctx context.Context, v catalog.Version) (sealed []byte, gone bool, err error) {
+	reads := 0
 	for attempt := 0; ; attempt++ {
 		rc, err := x.opt.Archive.Sealed(ctx, v)
 		if err == nil {
 			b, err := readExactly(rc, v.SealedSize)
 			rc.Close()
 			if err != nil {
+				if reads++; reads < 4 && ctx.Err() == nil {
+					time.Sleep(time.Duration(reads) * 100 * time.Millisecond)
+					attempt--
+					continue
+				}
 				return nil, false, fmt.Errorf("export: read the sealed bytes of version %s: %w", v.ID, err)
 			}
 			return b, false, nil

@@ -150,11 +150,17 @@ func (u *s3Upload) Commit() error {
 		return err
 	}
 	var se *s3sig.Error
-	if errors.As(err, &se) && se.Attempts > 1 && u.ownObject() {
-		// An earlier attempt that lost its answer had stored our bytes,
-		// and the retry found them: the object is ours.
-		u.done = true
-		return nil
+	if errors.As(err, &se) && se.Attempts > 1 {
+		// An earlier attempt may have stored our bytes and lost its
+		// answer, and the retry found them: then the object is ours.
+		own, herr := u.ownObject()
+		if herr != nil {
+			return fmt.Errorf("objstore: a retried create-only put found the name taken, and reading it back failed: %w", herr)
+		}
+		if own {
+			u.done = true
+			return nil
+		}
 	}
 	return ErrExists
 }
@@ -163,12 +169,12 @@ func (u *s3Upload) Commit() error {
 // this upload sent: its ETag is the MD5 of a single-part upload on AWS,
 // MinIO and versitygw. Sealed bytes are unique (fresh data key, random
 // nonces), so equal bytes mean this upload wrote them.
-func (u *s3Upload) ownObject() bool {
+func (u *s3Upload) ownObject() (bool, error) {
 	info, err := u.s.c.HeadObject(u.ctx, u.s.bucket, u.key)
 	if err != nil {
-		return false
+		return false, err
 	}
-	return strings.Trim(info.ETag, `"`) == hex.EncodeToString(u.md5.Sum(nil))
+	return strings.Trim(info.ETag, `"`) == hex.EncodeToString(u.md5.Sum(nil)), nil
 }
 
 // Abort removes the spool file; after Commit it does nothing more.

@@ -23,7 +23,7 @@ func keyOf(r *http.Request) catalog.Key { return r.Context().Value(keyCtx{}).(ca
 // its record goes to the admin log.
 func (s *Server) authenticate(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		token, ok := bearer(r)
 		var k catalog.Key
 		var err error
 		if ok {
@@ -41,6 +41,16 @@ func (s *Server) authenticate(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), keyCtx{}, k)))
 	}
+}
+
+// bearer is the token of an "Authorization: Bearer <token>" header; the
+// scheme's case does not matter (RFC 9110, section 11.1).
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 // tenantRoute serves a route of the vCon API: a tenant key holding scope.

@@ -206,7 +206,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 
 // validKey reports whether r carries a key the catalog knows.
 func (s *Server) validKey(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := bearer(r)
 	if !ok || s.Cat == nil {
 		return false
 	}

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vcon-server/vcon-server/internal/testcert"
 )
 
 // Fault is what the proxy does to a request a rule picked.
@@ -165,10 +167,15 @@ func Start(upstream string, upstreamCA []byte, opt Options) (*Proxy, error) {
 	if err := loopbackOnly(listen); err != nil {
 		return nil, err
 	}
-	caPEM, cert, err := makeCert()
+	pair, err := testcert.New("faultproxy test CA")
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: certificate: %w", err)
 	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: certificate: %w", err)
+	}
+	caPEM := pair.CAPEM
 	upTLS := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(upstreamCA) > 0 {
 		pool := x509.NewCertPool()

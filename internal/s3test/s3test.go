@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/internal/testcert"
 	"github.com/vcon-server/vcon-server/s3sig"
 )
 
@@ -116,7 +117,8 @@ func Start(t testing.TB, kind string) *Server {
 	}
 
 	dir := t.TempDir()
-	caPEM, certPEM, keyPEM, err := makeCerts()
+	pair, err := testcert.New("vcon-server test CA")
+	caPEM, certPEM, keyPEM := pair.CAPEM, pair.CertPEM, pair.KeyPEM
 	if err != nil {
 		t.Fatalf("s3test: certificates: %v", err)
 	}

@@ -1,9 +1,13 @@
-package s3test
+// Package testcert makes the throwaway TLS material tests need: a CA and
+// a loopback server certificate it signs (ECDSA P-256). Tests trust the CA
+// alone, as the server's S3 client trusts an operator's private CA.
+package testcert
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -12,18 +16,25 @@ import (
 	"time"
 )
 
-// makeCerts makes a throwaway CA and a server certificate it signs, for
-// 127.0.0.1, ::1 and localhost (ECDSA P-256), all as PEM. Tests trust the
-// CA alone, as the server's S3 client trusts an operator's private CA.
-func makeCerts() (caPEM, certPEM, keyPEM []byte, err error) {
+// Pair is a CA and a certificate for localhost, 127.0.0.1 and ::1, as PEM.
+type Pair struct {
+	CAPEM, CertPEM, KeyPEM []byte
+}
+
+// TLS is the server certificate for a tls.Config.
+func (p Pair) TLS() (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
+
+// New makes a CA named name and a loopback certificate it signs, valid
+// for a week.
+func New(name string) (Pair, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "vcon-server test CA"},
+		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(7 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
@@ -33,16 +44,15 @@ func makeCerts() (caPEM, certPEM, keyPEM []byte, err error) {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
-
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
@@ -56,14 +66,15 @@ func makeCerts() (caPEM, certPEM, keyPEM []byte, err error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, nil, nil, err
+		return Pair{}, err
 	}
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	return caPEM, certPEM, keyPEM, nil
+	return Pair{
+		CAPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}, nil
 }

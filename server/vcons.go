@@ -181,15 +181,21 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 			filters[f] = v[0]
 		}
 	}
-	var got []ids.ID
-	var err error
 	if len(filters) > 0 {
 		return s.search(w, r, k, filters, after, limit)
 	}
-	got, err = s.Cat.ListCurrent(r.Context(), *k.Tenant, after, limit+1)
+	got, err := s.Cat.ListCurrent(r.Context(), *k.Tenant, after, limit+1)
 	if err != nil {
 		return s.failErr(w, r, err), ""
 	}
+	uuids, next := page(got, limit)
+	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next})
+	return http.StatusOK, ""
+}
+
+// page turns up to limit+1 uuids into one page of limit and the uuid to
+// ask for the next one after (nil on the last page).
+func page(got []ids.ID, limit int) ([]string, *string) {
 	var next *string
 	if len(got) > limit {
 		got = got[:limit]
@@ -200,8 +206,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 	for i, id := range got {
 		uuids[i] = id.String()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next})
-	return http.StatusOK, ""
+	return uuids, next
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
@@ -264,16 +269,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 	if err != nil {
 		return s.failErr(w, r, err), target
 	}
-	var next *string
-	if len(got) > limit {
-		got = got[:limit]
-		n := got[limit-1].String()
-		next = &n
-	}
-	uuids := make([]string, len(got))
-	for i, id := range got {
-		uuids[i] = id.String()
-	}
+	uuids, next := page(got, limit)
 	state, err := s.Cat.SearchBacklog(r.Context())
 	if err != nil {
 		return s.failErr(w, r, err), target

@@ -17,6 +17,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/apitest"
 	"github.com/vcon-server/vcon-server/internal/s3test"
+	"github.com/vcon-server/vcon-server/internal/testenv"
 	"github.com/vcon-server/vcon-server/logline"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
@@ -93,23 +94,6 @@ func (h *hookStore) setSkipDelete(fn func(string) bool) {
 	h.mu.Unlock()
 }
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -136,7 +120,7 @@ type packFixture struct {
 	hooks  *hookStore
 	bucket objstore.Store // the same bucket, undisturbed
 	tenant ids.ID
-	clock  *testClock
+	clock  *testenv.Clock
 	log    *syncBuf
 	bodies map[ids.ID][]byte
 }
@@ -148,7 +132,7 @@ func newPackFixture(t *testing.T, srv *s3test.Server, grace time.Duration) *pack
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &testClock{t: time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC))
 	cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,23 +15,6 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestReaderGraceOnServer: a reader that took the manifest before a merge
 // can read every file it names, through the bucket, until reader_grace
 // (900 s) has passed since the newer manifest; then the server deletes
@@ -41,7 +23,7 @@ func (c *clock) Advance(d time.Duration) {
 func TestReaderGraceOnServer(t *testing.T) {
 	ctx := context.Background()
 	srv := s3test.Start(t, "versitygw")
-	clk := &clock{t: time.Now().UTC()}
+	clk := testenv.NewClock(time.Now().UTC())
 	e := testenv.New(t, testenv.Options{Now: clk.Now, Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "g/") + parquetTable(3600)})
 	e.Daemon.PackRun(ctx)
 	tenant := e.Tenant("acme")

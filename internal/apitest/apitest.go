@@ -390,28 +390,8 @@ func scanForClear(t testing.TB, dir string, secrets []string) {
 	})
 }
 
-// Clock is a settable clock for retention tests.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func deleteWithRetention(t *testing.T, newEnv NewEnv) {
-	clock := &Clock{t: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	e := newEnv(t, testenv.Options{Retention: "30d", Now: clock.Now})
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write", "read", "delete")
@@ -505,7 +485,7 @@ func deleteZeroRetention(t *testing.T, e *testenv.Env) {
 }
 
 func holds(t *testing.T, newEnv NewEnv) {
-	clock := &Clock{t: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	e := newEnv(t, testenv.Options{Retention: "1d", Now: clock.Now})
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write", "read", "delete")

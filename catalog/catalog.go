@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -44,6 +46,10 @@ type Catalog struct {
 
 	reqs chan *writeReq
 	done chan struct{}
+
+	commits      atomic.Uint64 // write batches committed by this process
+	ckMu         sync.Mutex    // one checkpoint at a time
+	checkpointed uint64        // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
 	// Now is the clock of every recorded time; tests replace it.
 	Now func() time.Time
 }
@@ -286,6 +292,7 @@ func (c *Catalog) commitBatch(batch []*writeReq) {
 		fail(fmt.Errorf("catalog: commit: %w", err))
 		return
 	}
+	c.commits.Add(1)
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
@@ -295,7 +302,26 @@ func (c *Catalog) commitBatch(batch []*writeReq) {
 // WAL to zero bytes, retrying while readers hold older snapshots, until ctx
 // ends. With secure_delete on, a destroyed data key then survives in none of
 // the catalog's files (docs/FORMAT.md, invariant 4).
+//
+// Concurrent callers share the work: a checkpoint that started after a
+// caller's commits were made covers them, so the caller waits for that
+// one instead of running its own.
 func (c *Catalog) Checkpoint(ctx context.Context) error {
+	want := c.commits.Load()
+	c.ckMu.Lock()
+	defer c.ckMu.Unlock()
+	if c.checkpointed > want {
+		return nil
+	}
+	start := c.commits.Load()
+	if err := c.checkpoint(ctx); err != nil {
+		return err
+	}
+	c.checkpointed = start + 1
+	return nil
+}
+
+func (c *Catalog) checkpoint(ctx context.Context) error {
 	delay := 5 * time.Millisecond
 	for {
 		var busy, logFrames, done int

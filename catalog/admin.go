@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -93,8 +92,8 @@ func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant,
 
 // SetMetadata changes a tenant's metadata level, recorded in both logs.
 func (c *Catalog) SetMetadata(ctx context.Context, id ids.ID, level string, by Actor) (Tenant, error) {
-	if !ValidLevel(level) {
-		return Tenant{}, fmt.Errorf("unknown metadata level %q: use one of none, form, times, counts, full", level)
+	if err := CheckLevel(level); err != nil {
+		return Tenant{}, err
 	}
 	return c.changeTenant(ctx, id, by, "tenant_metadata", "metadata", func(tx *Tx) error { return tx.SetTenantMetadata(id, level) })
 }

@@ -137,18 +137,5 @@ func (c *Catalog) Keys(ctx context.Context, tenant *ids.ID) ([]Key, error) {
 		q = `SELECT ` + keyCols + ` FROM keys WHERE tenant = ? ORDER BY created_at, id`
 		args = append(args, tenant[:])
 	}
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list keys: %w", err)
-	}
-	defer rows.Close()
-	var out []Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, c, "keys", scanKey, q, args...)
 }

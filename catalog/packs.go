@@ -94,20 +94,7 @@ func scanPackFile(row interface{ Scan(...any) error }) (PackFile, error) {
 }
 
 func (c *Catalog) packFiles(ctx context.Context, q string, args ...any) ([]PackFile, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+packFileCols+` FROM pack_files `+q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list pack files: %w", err)
-	}
-	defer rows.Close()
-	var out []PackFile
-	for rows.Next() {
-		f, err := scanPackFile(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, c, "pack files", scanPackFile, `SELECT `+packFileCols+` FROM pack_files `+q, args...)
 }
 
 func statesIn(states []PackState) (string, []any) {

@@ -104,3 +104,22 @@ func (c *Catalog) CountKept(ctx context.Context) (int, error) {
 	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE purge = 0`).Scan(&n)
 	return n, err
 }
+
+// queryAll runs q and turns each row into a T with scan; what names the
+// list in an error.
+func queryAll[T any](ctx context.Context, c *Catalog, what string, scan func(interface{ Scan(...any) error }) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -15,6 +15,15 @@ import (
 // before it (docs/export.md).
 var Levels = []string{"none", "form", "times", "counts", "full"}
 
+// CheckLevel refuses a metadata level that is not one of Levels, naming
+// the valid ones.
+func CheckLevel(s string) error {
+	if !ValidLevel(s) {
+		return fmt.Errorf("unknown metadata level %q: use one of %s", s, strings.Join(Levels, ", "))
+	}
+	return nil
+}
+
 // ValidLevel reports whether s is one of Levels.
 func ValidLevel(s string) bool {
 	for _, l := range Levels {
@@ -120,18 +129,5 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 
 // Tenants lists every tenant by name.
 func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list tenants: %w", err)
-	}
-	defer rows.Close()
-	var out []Tenant
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, c, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
 }

@@ -148,8 +148,8 @@ func (e *env) withTenant(idOrName string, fn func(*catalog.Catalog, catalog.Tena
 }
 
 func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
-	if !catalog.ValidLevel(args[1]) {
-		return fmt.Errorf("unknown metadata level %q: use one of %s", args[1], strings.Join(catalog.Levels, ", "))
+	if err := catalog.CheckLevel(args[1]); err != nil {
+		return err
 	}
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
 		t, err := cat.SetMetadata(e.ctx, t.ID, args[1], catalog.CLI)

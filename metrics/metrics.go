@@ -7,7 +7,9 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -134,11 +136,7 @@ func (g *Gauge) help() (string, string) { return g.text, "gauge" }
 func (g *Gauge) write(w io.Writer, name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	keys := make([]string, 0, len(g.values))
-	for k := range g.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(g.values))
 	for _, k := range keys {
 		fmt.Fprintf(w, "%s%s %s\n", name, k, num(g.values[k]))
 	}
@@ -149,11 +147,7 @@ func (c *Counter) help() (string, string) { return c.text, "counter" }
 func (c *Counter) write(w io.Writer, name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keys := make([]string, 0, len(c.values))
-	for k := range c.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(c.values))
 	if len(keys) == 0 && len(c.labels) == 0 {
 		fmt.Fprintf(w, "%s 0\n", name)
 	}
@@ -218,11 +212,7 @@ func (h *Histogram) help() (string, string) { return h.text, "histogram" }
 func (h *Histogram) write(w io.Writer, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	keys := make([]string, 0, len(h.values))
-	for k := range h.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(h.values))
 	for _, k := range keys {
 		x := h.values[k]
 		inner := strings.TrimSuffix(strings.TrimPrefix(k, "{"), "}")

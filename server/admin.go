@@ -97,12 +97,12 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
+	if err := catalog.CheckLevel(body.Metadata); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	t, err := s.Cat.SetMetadata(r.Context(), t.ID, body.Metadata, by(r))
 	if err != nil {
-		if !catalog.ValidLevel(body.Metadata) {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
 		s.internal(w, r, err)
 		return
 	}

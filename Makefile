@@ -47,7 +47,7 @@ release:
 # acknowledged version afterwards.
 SOAK ?= 3m
 soak: test-tools
-	VCON_SOAK=$(SOAK) $(GO) test -count=1 -timeout 180m -v -run 'TestLoadThroughFaults|TestParquetThroughFaults|TestKillsUnderLoad|TestLoadS3|TestLoad$$|TestCrashPoints' ./reliability/
+	VCON_SOAK=$(SOAK) $(GO) test -count=1 -timeout 180m -v -run 'TestLoadThroughFaults|TestParquetThroughFaults|TestKillsUnderLoad|TestLoadS3|TestLoad$$|TestCrashPoints' ./test/reliability/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60
@@ -57,7 +57,7 @@ fuzz:
 # Two release builds from clean copies must give identical checksums, static
 # binaries, stamped with their version.
 release-check:
-	VCON_RELEASE_CHECK=1 $(GO) test -count=1 -run TestReleaseCheck -v ./e2e/
+	VCON_RELEASE_CHECK=1 $(GO) test -count=1 -run TestReleaseCheck -v ./test/e2e/
 
 clean:
 	rm -rf bin dist/vcon-server-linux-* dist/SHA256SUMS

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/apitest"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	_ "modernc.org/sqlite"
 )
 

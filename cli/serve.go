@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/logline"
+	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/server"
 )

@@ -33,10 +33,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/docrun"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
-	"github.com/vcon-server/vcon-server/internal/s3test"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/docrun"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestDocs runs every page of docs/, each page in parallel with the others.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/internal/docrun"
+	"github.com/vcon-server/vcon-server/test/kit/docrun"
 )
 
 // runFixture runs one page of testdata/ in a scratch host and returns the

@@ -10,10 +10,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/storage"
 )
 

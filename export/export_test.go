@@ -23,9 +23,9 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/apitest"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/vcon"
 )

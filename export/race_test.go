@@ -17,8 +17,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 

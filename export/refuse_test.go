@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/storage"
 )
 

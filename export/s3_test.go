@@ -12,9 +12,9 @@ import (
 
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
-	"github.com/vcon-server/vcon-server/internal/s3test"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/s3sig"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/internal/metrics"
 )
 
 // Metered is a Store that counts every call of the store it wraps, by

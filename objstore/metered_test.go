@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/promtext"
-	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/test/kit/promtext"
+	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
 )

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
 	"github.com/vcon-server/vcon-server/s3sig"

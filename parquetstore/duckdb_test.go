@@ -21,7 +21,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 )
 
 // sqlString quotes s as a SQL string literal.

@@ -10,7 +10,7 @@
 #
 # versitygw (Apache-2.0) takes about 2 minutes to build cold; MinIO (AGPL)
 # several. MinIO is only ever run as an external program by the tests
-# (internal/s3test), never imported into the project's code.
+# (test/kit/s3test), never imported into the project's code.
 set -euo pipefail
 
 VERSITYGW_VERSION=v1.8.0

@@ -3,8 +3,8 @@ package server_test
 import (
 	"testing"
 
-	"github.com/vcon-server/vcon-server/internal/apitest"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestAPI runs the HTTP suite on the data-directory storage.

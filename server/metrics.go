@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/internal/metrics"
 )
 
 // Metrics are the server's counters. Labels are route patterns and status

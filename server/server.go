@@ -9,7 +9,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/metrics"
+	"github.com/vcon-server/vcon-server/internal/metrics"
 )
 
 // Server serves the API over an Archive.

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/apitest"
-	"github.com/vcon-server/vcon-server/internal/s3test"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestMoveObjects stores vCons in the data directory, purges one (leaving

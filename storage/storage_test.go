@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/internal/apitest"
-	"github.com/vcon-server/vcon-server/internal/s3test"
-	"github.com/vcon-server/vcon-server/internal/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestAPIOnS3 runs the whole HTTP suite with storage.objects = "s3"

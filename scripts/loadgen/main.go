@@ -38,7 +38,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/cli"
 	"github.com/vcon-server/vcon-server/config"
-	"github.com/vcon-server/vcon-server/scripts/loadgen/load"
+	"github.com/vcon-server/vcon-server/test/kit/load"
 )
 
 func main() {

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+)
+
+const benchClients = 16
+
+// vcon4k is an unsigned vCon of about 4 KiB.
+func vcon4k(uuid string) []byte {
+	body := apitest.NewVcon(uuid, "benchmark", "+15555550100")
+	pad := 4096 - len(body) - len(`,"pad":""`)
+	return append(body[:len(body)-1], []byte(`,"pad":"`+strings.Repeat("x", pad)+`"}`)...)
+}
+
+// parallel runs n calls of fn over benchClients goroutines.
+func parallel(b *testing.B, n int, fn func(client int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, benchClients)
+	for c := 0; c < benchClients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := fn(c); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// peakRSS reads a process's high-water resident set size in bytes.
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkIngest stores 4 KiB vCons from 16 concurrent clients over TLS
+// into the real binary on a data directory. Compare with
+// BenchmarkIngestBaseline: the same bytes written and fsynced as files.
+func BenchmarkIngest(b *testing.B) {
+	e := testenv.Prepare(b, testenv.Options{Listen: testenv.FreePort(b)})
+	k := e.NewKey(e.Tenant("acme"), "write")
+	p := e.StartBinary()
+	clients := make([]*http.Client, benchClients)
+	for i := range clients {
+		clients[i] = e.HTTPClient()
+	}
+	b.SetBytes(4096)
+	b.ResetTimer()
+	parallel(b, b.N, func(c int) error {
+		body := vcon4k(ids.NewRandom().String())
+		req, _ := http.NewRequest("POST", e.BaseURL+"/vcons", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+k.Token)
+		req.Header.Set("Content-Type", "application/vcon")
+		resp, err := clients[c].Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stores/s")
+	b.ReportMetric(peakRSS(p.Pid())/(1<<20), "peak-RSS-MiB")
+	p.Stop()
+}
+
+// BenchmarkIngestBaseline writes the same 4 KiB as new files with the
+// same durability steps the data directory takes (temporary file, fsync,
+// rename, directory fsync), from 16 goroutines: the floor for the disk.
+func BenchmarkIngestBaseline(b *testing.B) {
+	dir := b.TempDir()
+	body := vcon4k(ids.NewRandom().String())
+	d, err := os.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	b.SetBytes(4096)
+	b.ResetTimer()
+	parallel(b, b.N, func(int) error {
+		name := filepath.Join(dir, ids.NewRandom().String())
+		f, err := os.OpenFile(name+".tmp", os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(body); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		f.Close()
+		if err := os.Rename(name+".tmp", name); err != nil {
+			return err
+		}
+		return d.Sync()
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stores/s")
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 )
@@ -47,23 +46,6 @@ var (
 	// ErrDamaged: stored bytes failed authentication or are missing.
 	ErrDamaged = errors.New("the stored version is damaged")
 )
-
-// ObjectKey is where a version's sealed object lives in a store of kind loc.
-func ObjectKey(loc catalog.Location, tenant, version ids.ID) string {
-	if loc == catalog.InDir {
-		return "objects/" + tenant.String() + "/" + version.String()
-	}
-	return "tenants/" + tenant.String() + "/objects/" + version.String()
-}
-
-// TombstoneKey marks a purged version in storage, so that a start on a
-// catalog restored from an older backup destroys its key again.
-func TombstoneKey(loc catalog.Location, tenant, version ids.ID) string {
-	if loc == catalog.InDir {
-		return "purged/" + tenant.String() + "/" + version.String()
-	}
-	return "tenants/" + tenant.String() + "/purged/" + version.String()
-}
 
 func (a *Archive) now() time.Time {
 	if a.Now != nil {

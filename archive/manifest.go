@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
@@ -26,14 +26,6 @@ const ManifestFormat = 1
 // livePage is how many live version ids one catalog read returns while a
 // manifest is written: the reads stay short however many a tenant has.
 const livePage = 10000
-
-// ManifestKey is where a tenant's manifest number seq lives in the bucket
-// (without the prefix): 20 digits, so that names sort as numbers.
-func ManifestKey(tenant ids.ID, seq int64) string {
-	return fmt.Sprintf("tenants/%s/manifest/%020d.json", tenant, seq)
-}
-
-func manifestPrefix(tenant ids.ID) string { return "tenants/" + tenant.String() + "/manifest/" }
 
 // manifestHeader is what a manifest holds before its body. The digest the
 // catalog records covers the body only, so two manifests that name the same
@@ -127,10 +119,9 @@ func (p *Packer) writeManifestBody(ctx context.Context, tenant ids.ID, files []c
 	}
 	h := sha256.New()
 	w := bufio.NewWriterSize(io.MultiWriter(tmp, h), 256<<10)
-	prefix := "tenants/" + tenant.String() + "/"
 	entries := make([]ManifestFile, len(files))
 	for i, f := range files {
-		entries[i] = ManifestFile{Path: strings.TrimPrefix(f.Key, prefix), Rows: f.Rows, Bytes: f.Bytes}
+		entries[i] = ManifestFile{Path: manifestPath(tenant, f.Key), Rows: f.Rows, Bytes: f.Bytes}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
 	w.WriteString(`"files":[`)
@@ -190,8 +181,8 @@ func (p *Packer) putManifest(ctx context.Context, tenant ids.ID, seq int64, body
 func (p *Packer) adoptManifests(ctx context.Context, tenant ids.ID, seq int64, digest []byte) (next int64, adopted bool, err error) {
 	a := p.a
 	var found []int64
-	err = a.Objects.List(ctx, manifestPrefix(tenant), func(info objstore.Info) error {
-		name := strings.TrimPrefix(info.Key, manifestPrefix(tenant))
+	err = a.Objects.List(ctx, kindPrefix(catalog.InS3, kindManifest, tenant), func(info objstore.Info) error {
+		name := strings.TrimPrefix(info.Key, kindPrefix(catalog.InS3, kindManifest, tenant))
 		if len(name) != 25 || !strings.HasSuffix(name, ".json") {
 			return nil
 		}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/seal"
@@ -135,11 +135,6 @@ func (p *Packer) Close() { p.a.parquet.CompareAndSwap(p, nil) }
 
 // packer is the Archive's Packer; nil without Parquet storage.
 func (a *Archive) packer() *Packer { return a.parquet.Load() }
-
-// PackKey is where a pack file lives in the bucket (without the prefix).
-func PackKey(tenant ids.ID, date string, file ids.ID) string {
-	return "tenants/" + tenant.String() + "/parquet/date=" + date + "/part-" + file.String() + ".parquet"
-}
 
 // lock takes the tenant's lock: pack, merge and purge rewrites of one
 // tenant never run at once (docs/FORMAT.md, invariant 6).

@@ -15,13 +15,13 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/apitest"
-	"github.com/vcon-server/vcon-server/test/kit/s3test"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // hookStore lets a test see and disturb what the archive asks of a real

@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
@@ -254,9 +253,9 @@ func (a *Archive) recoverPacks(ctx context.Context) (files, objects int, err err
 	}
 	for _, t := range tenants {
 		var copies []string
-		err := a.Objects.List(ctx, a.tenantPrefix("objects", t), func(info objstore.Info) error {
-			id, err := ids.Parse(info.Key[strings.LastIndexByte(info.Key, '/')+1:])
-			if err != nil {
+		err := a.Objects.List(ctx, kindPrefix(catalog.InS3, kindObjects, t), func(info objstore.Info) error {
+			id, ok := versionOf(info.Key)
+			if !ok {
 				return nil
 			}
 			packed, err := a.Cat.IsPacked(ctx, id)
@@ -319,7 +318,7 @@ func (a *Archive) UnnamedPackFiles(ctx context.Context, tenant ids.ID) ([]string
 		named[f.Key] = true
 	}
 	var out []string
-	err = a.Objects.List(ctx, a.tenantPrefix("parquet", tenant), func(info objstore.Info) error {
+	err = a.Objects.List(ctx, kindPrefix(catalog.InS3, kindParquet, tenant), func(info objstore.Info) error {
 		if !named[info.Key] {
 			out = append(out, info.Key)
 		}

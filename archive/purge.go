@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
 )
 
 // failingDeletes is a store whose deletes fail while broken is set.

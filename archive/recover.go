@@ -3,7 +3,6 @@ package archive
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -68,21 +67,14 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 	return rec, nil
 }
 
-func (a *Archive) tenantPrefix(kind string, tenant ids.ID) string {
-	if a.Loc == catalog.InDir {
-		return kind + "/" + tenant.String() + "/"
-	}
-	return "tenants/" + tenant.String() + "/" + kind + "/"
-}
-
 // reapplyTombstones destroys the key of every version that storage says was
 // purged but the catalog can still open: the catalog was restored from a
 // backup taken before the purge.
 func (a *Archive) reapplyTombstones(ctx context.Context, tenant ids.ID) (int, error) {
 	var found []ids.ID
-	err := a.Objects.List(ctx, a.tenantPrefix("purged", tenant), func(info objstore.Info) error {
-		id, err := ids.Parse(info.Key[strings.LastIndexByte(info.Key, '/')+1:])
-		if err != nil {
+	err := a.Objects.List(ctx, kindPrefix(a.Loc, kindPurged, tenant), func(info objstore.Info) error {
+		id, ok := versionOf(info.Key)
+		if !ok {
 			return nil
 		}
 		v, err := a.Cat.Version(ctx, id)
@@ -123,9 +115,9 @@ func (a *Archive) reapplyTombstones(ctx context.Context, tenant ids.ID) (int, er
 // version id was made before cutoff.
 func (a *Archive) removeOrphans(ctx context.Context, tenant ids.ID, cutoff time.Time) (int, error) {
 	var orphans []string
-	err := a.Objects.List(ctx, a.tenantPrefix("objects", tenant), func(info objstore.Info) error {
-		id, err := ids.Parse(info.Key[strings.LastIndexByte(info.Key, '/')+1:])
-		if err != nil || ids.Time(id).After(cutoff) {
+	err := a.Objects.List(ctx, kindPrefix(a.Loc, kindObjects, tenant), func(info objstore.Info) error {
+		id, ok := versionOf(info.Key)
+		if !ok || ids.Time(id).After(cutoff) {
 			return nil
 		}
 		ok, err := a.Cat.Exists(ctx, id)

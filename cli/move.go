@@ -11,8 +11,8 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/storage"
 )
@@ -94,11 +94,11 @@ func (m *mover) move(v catalog.Version) error {
 	if err := m.verify(src, dst, v.SealedSize); err != nil {
 		return fmt.Errorf("version %s: %w", v.ID, err)
 	}
-	crashpoint.Hit("move-after-copy")
+	crashpoint.Hit(crashpoint.MoveAfterCopy)
 	if err := m.cat.Update(m.ctx, func(tx *catalog.Tx) error { return tx.MoveVersion(v.ID, catalog.InDir, catalog.InS3) }); err != nil {
 		return err
 	}
-	crashpoint.Hit("move-after-commit")
+	crashpoint.Hit(crashpoint.MoveAfterCommit)
 	if err := m.dir.Delete(m.ctx, src); err != nil {
 		return err
 	}

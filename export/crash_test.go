@@ -11,10 +11,9 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
-	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/storage"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/storage"
 )
 
 // An export killed part way (SIGKILL at its crash points, in the real
@@ -31,7 +30,7 @@ func TestExportKilled(t *testing.T) {
 	bin := testenv.Binary(t)
 	dir := t.TempDir()
 
-	for _, point := range []string{export.CrashAfterFile, export.CrashBeforeManifest} {
+	for _, point := range []string{crashpoint.ExportAfterFile, crashpoint.ExportBeforeManifest} {
 		cmd := exec.Command(bin, "export", "parquet", "--tenant", d.Tenant, "--to", dir, "--config", e.ConfigPath)
 		cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+point)
 		out, err := cmd.CombinedOutput()

@@ -35,17 +35,10 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
-)
-
-// Crash points of an export (package crashpoint): a binary built with
-// -tags crashpoints dies there when VCON_SERVER_CRASH_AT names one.
-const (
-	CrashAfterFile      = "export-after-file"      // a part file is whole under its name
-	CrashBeforeManifest = "export-before-manifest" // every part file is whole, no manifest yet
 )
 
 // Defaults of the bounds an export keeps.
@@ -133,10 +126,9 @@ func (e *RaceError) Error() string {
 
 // run is one export in progress.
 type run struct {
-	opt    Options
-	level  parquetstore.Level
-	prefix string // "tenant=<id>/"
-	now    time.Time
+	opt   Options
+	level parquetstore.Level
+	now   time.Time
 
 	files  []fileEntry
 	cur    *part
@@ -187,7 +179,7 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	if opt.Actor == "" {
 		opt.Actor = catalog.CLI.Name
 	}
-	x := &run{opt: opt, level: level, prefix: "tenant=" + opt.Tenant.ID.String() + "/", now: opt.Now().UTC()}
+	x := &run{opt: opt, level: level, now: opt.Now().UTC()}
 	x.live, err = os.CreateTemp(opt.TempDir, "vcon-export-live-*")
 	if err != nil {
 		return Result{}, fmt.Errorf("export: scratch file: %w", err)
@@ -202,7 +194,7 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		x.abort(ctx)
 		return Result{}, err
 	}
-	crashpoint.Hit(CrashBeforeManifest)
+	crashpoint.Hit(crashpoint.ExportBeforeManifest)
 	manifest, seq, err := x.publish(ctx)
 	if err != nil {
 		x.abort(ctx)
@@ -420,15 +412,8 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// PartKey is where a part file of tenant goes under the target: one folder
-// per store date (UTC), named by a fresh UUIDv7 in 32 hexadecimal digits,
-// so names sort by the time the export made them and never repeat.
-func PartKey(tenant ids.ID, date string, file ids.ID) string {
-	return "tenant=" + tenant.String() + "/date=" + date + "/part-" + file.Hex() + ".parquet"
-}
-
 func (x *run) openPart(ctx context.Context, date string) error {
-	key := PartKey(x.opt.Tenant.ID, date, ids.NewV7(x.opt.Now()))
+	key := archive.ExportPartKey(x.opt.Tenant.ID, date, ids.NewV7(x.opt.Now()))
 	up, err := x.opt.Target.Upload(ctx, key, true)
 	if err != nil {
 		return fmt.Errorf("export: start a file in %s: %w", x.opt.Target, err)
@@ -463,7 +448,7 @@ func (x *run) closePart() error {
 	}
 	x.files = append(x.files, fileEntry{Path: p.key, Rows: p.rows, Bytes: p.count.n})
 	x.bytes += p.count.n
-	crashpoint.Hit(CrashAfterFile)
+	crashpoint.Hit(crashpoint.ExportAfterFile)
 	return nil
 }
 

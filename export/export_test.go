@@ -23,10 +23,10 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 

@@ -13,18 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // ManifestFormat is the manifest's format number.
 const ManifestFormat = 1
-
-// ManifestKey is where manifest seq of tenant goes under the target: 20
-// digits, so the names sort in the order of their numbers.
-func ManifestKey(tenant ids.ID, seq int64) string {
-	return fmt.Sprintf("tenant=%s/manifest/%020d.json", tenant, seq)
-}
 
 // Manifest is what a manifest holds, in the order of its fields. Live lists
 // the ids, as 32 lowercase hexadecimal digits, of the rows whose version
@@ -48,7 +42,7 @@ type Manifest struct {
 // cut off before its manifest takes no number.
 func (x *run) nextSeq(ctx context.Context) (int64, error) {
 	var high int64
-	err := x.opt.Target.List(ctx, x.prefix+"manifest/", func(info objstore.Info) error {
+	err := x.opt.Target.List(ctx, archive.ExportManifestPrefix(x.opt.Tenant.ID), func(info objstore.Info) error {
 		if n, ok := parseManifestName(info.Key[strings.LastIndexByte(info.Key, '/')+1:]); ok && n > high {
 			high = n
 		}
@@ -82,7 +76,7 @@ func (x *run) publish(ctx context.Context) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	key := ManifestKey(x.opt.Tenant.ID, seq)
+	key := archive.ExportManifestKey(x.opt.Tenant.ID, seq)
 	if x.opt.BeforePublish != nil {
 		x.opt.BeforePublish(seq)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // deleteNow sends DELETE from any goroutine (testenv.Do may only run on

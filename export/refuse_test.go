@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/storage"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // Each refusal exits 1, says why on standard error in one line, prints

@@ -12,10 +12,10 @@ import (
 
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/s3sig"
 )
 
 // s3Table is a configuration table naming srv's service and keys.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/promtext"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
+	"github.com/vcon-server/vcon-server/test/kit/promtext"
 )
 
 // TestMeteredConformance runs the store suite through the decorator: it

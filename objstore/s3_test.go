@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
 )
 
 // TestS3Conformance runs the store's conformance suite on each real S3

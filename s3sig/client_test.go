@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
 )
 
 func ctxT(t *testing.T) context.Context {

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 

@@ -12,11 +12,11 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/s3sig"
-	"github.com/vcon-server/vcon-server/seal"
 )
 
 const clients = 16

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -42,7 +42,7 @@ func TestMoveObjects(t *testing.T) {
 	e.WriteConfig(srv.StorageTOML(t, srv.NewBucket(t, false), "site/"))
 
 	bin := testenv.Binary(t)
-	for _, point := range []string{"move-after-copy", "move-after-commit"} {
+	for _, point := range []string{crashpoint.MoveAfterCopy, crashpoint.MoveAfterCommit} {
 		cmd := exec.Command(bin, "storage", "move-objects", "--config", e.ConfigPath)
 		cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+point)
 		out, err := cmd.CombinedOutput()

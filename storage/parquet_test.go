@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/s3sig"
 )
 
 // parquetTOML is a [storage.parquet] table with a pack run every second,

@@ -26,4 +26,12 @@ const (
 	RewriteAfterPut    = "rewrite-after-put"    // a purge's rewritten file PUT, catalog row still pending
 	RewriteAfterCommit = "rewrite-after-commit" // rewrite committed, old file not yet deleted
 	RewriteAfterDelete = "rewrite-after-delete" // old files deleted, not yet proven gone nor the purge recorded done
+
+	// Moving objects into the bucket (storage move-objects).
+	MoveAfterCopy   = "move-after-copy"   // the bucket's copy verified, the row still names the data directory
+	MoveAfterCommit = "move-after-commit" // the row names the bucket, the local copy not yet deleted
+
+	// Export (docs/export.md).
+	ExportAfterFile      = "export-after-file"      // a part file is whole under its name
+	ExportBeforeManifest = "export-before-manifest" // every part file is whole, no manifest yet
 )

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/test/kit/promtext"
 	"github.com/vcon-server/vcon-server/internal/metrics"
+	"github.com/vcon-server/vcon-server/test/kit/promtext"
 )
 
 // TestWrittenPageParses writes every kind of metric, with label values

@@ -89,7 +89,7 @@ func (s *statusError) Error() string { return "POST answered " + http.StatusText
 // pack run (reads, the file's PUT, the commit, the manifest, and the
 // deletes of the objects). It reports versions packed per second.
 //
-//	go test ./packtest -run '^$' -bench PackRun -benchtime 1x
+//	go test ./test/parquet -run '^$' -bench PackRun -benchtime 1x
 func BenchmarkPackRun(b *testing.B) {
 	const n = 20000
 	srv := benchServer(b)
@@ -129,7 +129,7 @@ func tail(s string) string {
 // sealed bytes alone. Each iteration reads one of each; it reports their
 // latencies and the ratio packed/object.
 //
-//	go test ./packtest -run '^$' -bench ReadPacked -benchtime 2000x
+//	go test ./test/parquet -run '^$' -bench ReadPacked -benchtime 2000x
 func BenchmarkReadPacked(b *testing.B) {
 	const n = 200
 	ctx := context.Background()

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // TestCheckFindsAFlippedByteInAPackFile: a byte flipped inside one row's

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // crashEnv is a server on versitygw with Parquet storage whose pack runs

@@ -9,10 +9,10 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // TestReaderGraceOnServer: a reader that took the manifest before a merge

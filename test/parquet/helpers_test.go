@@ -13,9 +13,9 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // parquetTable is a [storage.parquet] table with the given pack_interval.

@@ -13,11 +13,11 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // TestSeedScenario follows docs/parquet-storage.md step by step on each

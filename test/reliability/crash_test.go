@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -31,25 +31,25 @@ import (
 // binary through it. Adding a crash point is one line here; the test
 // below fails for a point in the source that has none.
 var crashScenarios = map[string]crashScenario{
-	crashpoint.StoreAfterObject:    crashStore,
-	crashpoint.StoreAfterCommit:    crashStore,
-	crashpoint.PurgeAfterKey:       crashPurge,
-	crashpoint.PurgeAfterTombstone: crashPurge,
-	crashpoint.PurgeAfterDelete:    crashPurge,
-	crashpoint.RotateBeforeCommit:  crashRotate,
-	crashpoint.PackAfterPut:        crashPackRun,
-	crashpoint.PackAfterCommit:     crashPackRun,
-	crashpoint.PackAfterDeletes:    crashPackRun,
-	crashpoint.MergeAfterPut:       crashPackRun,
-	crashpoint.MergeAfterCommit:    crashPackRun,
-	crashpoint.ManifestAfterPut:    crashPackRun,
-	crashpoint.RewriteAfterPut:     crashRewrite,
-	crashpoint.RewriteAfterCommit:  crashRewrite,
-	crashpoint.RewriteAfterDelete:  crashRewrite,
-	"move-after-copy":              crashMove,
-	"move-after-commit":            crashMove,
-	"export-after-file":            crashExport,
-	"export-before-manifest":       crashExport,
+	crashpoint.StoreAfterObject:     crashStore,
+	crashpoint.StoreAfterCommit:     crashStore,
+	crashpoint.PurgeAfterKey:        crashPurge,
+	crashpoint.PurgeAfterTombstone:  crashPurge,
+	crashpoint.PurgeAfterDelete:     crashPurge,
+	crashpoint.RotateBeforeCommit:   crashRotate,
+	crashpoint.PackAfterPut:         crashPackRun,
+	crashpoint.PackAfterCommit:      crashPackRun,
+	crashpoint.PackAfterDeletes:     crashPackRun,
+	crashpoint.MergeAfterPut:        crashPackRun,
+	crashpoint.MergeAfterCommit:     crashPackRun,
+	crashpoint.ManifestAfterPut:     crashPackRun,
+	crashpoint.RewriteAfterPut:      crashRewrite,
+	crashpoint.RewriteAfterCommit:   crashRewrite,
+	crashpoint.RewriteAfterDelete:   crashRewrite,
+	crashpoint.MoveAfterCopy:        crashMove,
+	crashpoint.MoveAfterCommit:      crashMove,
+	crashpoint.ExportAfterFile:      crashExport,
+	crashpoint.ExportBeforeManifest: crashExport,
 }
 
 // crashScenario drives the binary until it dies at point, restarts, and
@@ -82,7 +82,7 @@ func TestCrashPoints(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			run, ok := crashScenarios[p]
 			if !ok {
-				t.Fatalf("crash point %q has no scenario: add a line to crashScenarios in reliability/crash_test.go", p)
+				t.Fatalf("crash point %q has no scenario: add a line to crashScenarios in test/reliability/crash_test.go", p)
 			}
 			run(t, c, p)
 		})
@@ -96,14 +96,14 @@ func TestCrashPoints(t *testing.T) {
 }
 
 // sourceCrashPoints finds every point the code can die at: the argument of
-// each crashpoint.Hit call outside tests, a string literal or a string
-// constant of any package in the module.
+// each crashpoint.Hit call outside tests, which must be a constant of
+// package crashpoint (one vocabulary, internal/crashpoint/doc.go).
 func sourceCrashPoints(t *testing.T) []string {
 	root := testenv.ModuleRoot(t)
 	fset := token.NewFileSet()
-	consts := map[string]string{} // "pkg.Name" → value
+	consts := map[string]string{} // name in package crashpoint → value
 	var calls []ast.Expr
-	var callPkgs []string
+	var where []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -121,19 +121,19 @@ func sourceCrashPoints(t *testing.T) []string {
 		if err != nil {
 			return nil // a file another engineer is halfway through
 		}
-		pkg := f.Name.Name
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if i < len(vs.Values) {
-						if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-							v, _ := strconv.Unquote(lit.Value)
-							consts[pkg+"."+name.Name] = v
+		if f.Name.Name == "crashpoint" {
+			for _, decl := range f.Decls {
+				gd, ok := decl.(*ast.GenDecl)
+				if !ok || gd.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if i < len(vs.Values) {
+							if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								consts[name.Name], _ = strconv.Unquote(lit.Value)
+							}
 						}
 					}
 				}
@@ -147,7 +147,7 @@ func sourceCrashPoints(t *testing.T) []string {
 			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Hit" {
 				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "crashpoint" {
 					calls = append(calls, call.Args[0])
-					callPkgs = append(callPkgs, pkg)
+					where = append(where, fset.Position(call.Pos()).String())
 				}
 			}
 			return true
@@ -160,18 +160,13 @@ func sourceCrashPoints(t *testing.T) []string {
 	var points []string
 	for i, arg := range calls {
 		var name string
-		switch a := arg.(type) {
-		case *ast.BasicLit:
-			name, _ = strconv.Unquote(a.Value)
-		case *ast.Ident:
-			name = consts[callPkgs[i]+"."+a.Name]
-		case *ast.SelectorExpr:
-			if x, ok := a.X.(*ast.Ident); ok {
-				name = consts[x.Name+"."+a.Sel.Name]
+		if a, ok := arg.(*ast.SelectorExpr); ok {
+			if x, ok := a.X.(*ast.Ident); ok && x.Name == "crashpoint" {
+				name = consts[a.Sel.Name]
 			}
 		}
 		if name == "" {
-			t.Errorf("a crashpoint.Hit call whose point cannot be read from the source: %T", arg)
+			t.Errorf("%s: crashpoint.Hit takes a constant of package crashpoint, so every point has one name", where[i])
 			continue
 		}
 		if !slices.Contains(points, name) {

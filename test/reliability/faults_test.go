@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/test/kit/load"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestHTTPSuiteThroughFaults runs the whole HTTP suite with its objects in

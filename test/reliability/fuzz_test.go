@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // FuzzHTTP sends arbitrary methods, paths, headers and bodies, with no

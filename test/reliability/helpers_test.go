@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/test/kit/faultproxy"
+	"github.com/vcon-server/vcon-server/test/kit/load"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
-	"github.com/vcon-server/vcon-server/test/kit/load"
 )
 
 // soak returns the long-form duration from VCON_SOAK, and whether it is

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/apitest"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // hostileLimits are short enough for a test to wait them out.

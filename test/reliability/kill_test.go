@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/test/kit/load"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestKillsUnderLoad runs the real binary under the load generator and

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/test/kit/load"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 // TestLoad runs the load generator against an in-process server on the

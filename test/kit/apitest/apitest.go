@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 

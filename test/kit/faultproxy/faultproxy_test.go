@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/faultproxy"
-	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/test/kit/faultproxy"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
 )
 
 // backend is a TLS server that answers every request with a 64 KiB body

@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/testcert"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/test/kit/testcert"
 )
 
 // Kinds are the servers every S3 test runs on.

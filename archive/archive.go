@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -16,8 +15,8 @@ import (
 	"github.com/vcon-server/vcon-server/seal"
 )
 
-// Archive joins the catalog, the object store and the master key.
-type Archive struct {
+// Config is what an Archive is made of.
+type Config struct {
 	Cat     *catalog.Catalog
 	Objects objstore.Store
 	// Loc is where new objects go: catalog.InDir or catalog.InS3, matching
@@ -31,9 +30,35 @@ type Archive struct {
 	// Purged, when set, is told how many data keys each purge destroyed
 	// (a DELETE with retention 0d, or the sweep): the server's metrics.
 	Purged func(n int)
-
-	parquet atomic.Pointer[Packer] // set by EnableParquet
+	// Parquet turns Parquet storage on ([storage.parquet]); nil leaves
+	// every version an object.
+	Parquet *ParquetOptions
 }
+
+// Archive joins the catalog, the object store and the master key. It is
+// whole once New returns: nothing is switched on or off later.
+type Archive struct {
+	Config
+	packer *Packer // nil without Parquet storage
+}
+
+// New makes the Archive of c. With Parquet storage it also removes what an
+// earlier process left in the spool, so it runs only where this process
+// holds the data directory's lock or writes no pack files.
+func New(c Config) (*Archive, error) {
+	a := &Archive{Config: c}
+	if c.Parquet != nil {
+		p, err := newPacker(a, *c.Parquet)
+		if err != nil {
+			return nil, err
+		}
+		a.packer = p
+	}
+	return a, nil
+}
+
+// Packer runs the Archive's Parquet storage; nil without it.
+func (a *Archive) Packer() *Packer { return a.packer }
 
 var (
 	// ErrNotFound: no such vCon for this tenant (or another tenant's).

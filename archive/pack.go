@@ -97,10 +97,9 @@ type Packer struct {
 	copies map[ids.ID][]string // objects of packed versions, to delete
 }
 
-// EnableParquet turns Parquet storage on for a, whose objects must be in a
-// bucket, and removes what an earlier process left in the spool. Close
-// turns it off.
-func (a *Archive) EnableParquet(opt ParquetOptions) (*Packer, error) {
+// newPacker runs Parquet storage for a, whose objects must be in a
+// bucket, and removes what an earlier process left in the spool.
+func newPacker(a *Archive, opt ParquetOptions) (*Packer, error) {
 	if a.Loc != catalog.InS3 {
 		return nil, errors.New(`parquet storage packs the objects of a bucket, so it needs storage.objects = "s3"`)
 	}
@@ -125,16 +124,8 @@ func (a *Archive) EnableParquet(opt ParquetOptions) (*Packer, error) {
 	for _, f := range stale {
 		os.Remove(f)
 	}
-	p := &Packer{a: a, opt: opt, locks: map[ids.ID]chan struct{}{}, copies: map[ids.ID][]string{}}
-	a.parquet.Store(p)
-	return p, nil
+	return &Packer{a: a, opt: opt, locks: map[ids.ID]chan struct{}{}, copies: map[ids.ID][]string{}}, nil
 }
-
-// Close turns Parquet storage off for its Archive.
-func (p *Packer) Close() { p.a.parquet.CompareAndSwap(p, nil) }
-
-// packer is the Archive's Packer; nil without Parquet storage.
-func (a *Archive) packer() *Packer { return a.parquet.Load() }
 
 // lock takes the tenant's lock: pack, merge and purge rewrites of one
 // tenant never run at once (docs/FORMAT.md, invariant 6).

@@ -147,14 +147,13 @@ func newPackFixture(t *testing.T, srv *s3test.Server, grace time.Duration) *pack
 		t.Fatal(err)
 	}
 	log := &syncBuf{}
-	a := &archive.Archive{Cat: cat, Objects: hooks, Loc: catalog.InS3, Key: mk, MaxSize: 1 << 20,
-		DefaultRetention: 30 * 24 * time.Hour, Now: clock.Now, Log: logline.New(log, "debug", "serve")}
-	p, err := a.EnableParquet(archive.ParquetOptions{PackLimit: 16 << 20, ReaderGrace: grace, SpoolDir: t.TempDir()})
+	a, err := archive.New(archive.Config{Cat: cat, Objects: hooks, Loc: catalog.InS3, Key: mk, MaxSize: 1 << 20,
+		DefaultRetention: 30 * 24 * time.Hour, Now: clock.Now, Log: logline.New(log, "debug", "serve"),
+		Parquet: &archive.ParquetOptions{PackLimit: 16 << 20, ReaderGrace: grace, SpoolDir: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
-	return &packFixture{t: t, ctx: ctx, a: a, p: p, hooks: hooks, bucket: objstore.NewS3(srv.Client(t), bucket, "pfx/", t.TempDir()),
+	return &packFixture{t: t, ctx: ctx, a: a, p: a.Packer(), hooks: hooks, bucket: objstore.NewS3(srv.Client(t), bucket, "pfx/", t.TempDir()),
 		tenant: tenant.ID, clock: clock, log: log, bodies: map[ids.ID][]byte{}}
 }
 
@@ -820,13 +819,13 @@ func TestAbandonedCommits(t *testing.T) {
 // MaxFileBytes of objects is split.
 func TestPackLimitsAndDates(t *testing.T) {
 	f := newPackFixture(t, s3test.Start(t, "versitygw"), time.Hour)
-	f.p.Close()
-	p, err := f.a.EnableParquet(archive.ParquetOptions{PackLimit: 2048, ReaderGrace: time.Hour, SpoolDir: t.TempDir(), MaxFileBytes: 600})
+	c := f.a.Config
+	c.Parquet = &archive.ParquetOptions{PackLimit: 2048, ReaderGrace: time.Hour, SpoolDir: t.TempDir(), MaxFileBytes: 600}
+	a, err := archive.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
-	f.p = p
+	f.a, f.p = a, a.Packer()
 	big := ids.NewRandom()
 	body := append(apitest.NewVcon(big.String(), "big", "+15555550100"), bytes.Repeat([]byte(" "), 4096)...)
 	if _, err := f.a.Store(f.ctx, archive.StoreRequest{Tenant: f.tenant, Mode: catalog.CreateOnly, Body: bytes.NewReader(body), ContentType: "application/vcon"}); err != nil {

@@ -283,7 +283,7 @@ func (a *Archive) recoverPacks(ctx context.Context) (files, objects int, err err
 // ensureManifests ensures the manifest of every tenant that has pack files
 // or manifests: a crash between a commit and its manifest's PUT heals here.
 func (a *Archive) ensureManifests(ctx context.Context) error {
-	p := a.packer()
+	p := a.packer
 	if p == nil {
 		return nil
 	}

@@ -140,7 +140,7 @@ func (a *Archive) writeTombstone(ctx context.Context, v catalog.Version) error {
 // needs Parquet storage on, as serve refuses to start without it once a
 // version is packed.
 func (a *Archive) purgePacked(ctx context.Context, v catalog.Version) error {
-	p := a.packer()
+	p := a.packer
 	if p == nil {
 		return errors.New("purge: packed versions need Parquet storage ([storage.parquet])")
 	}

@@ -51,7 +51,7 @@ func newArchive(t *testing.T) (*archive.Archive, *failingDeletes, ids.ID) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &archive.Archive{Cat: cat, Objects: fd, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 0, Now: time.Now}, fd, tenant.ID
+	return &archive.Archive{Config: archive.Config{Cat: cat, Objects: fd, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 0, Now: time.Now}}, fd, tenant.ID
 }
 
 // TestZeroRetentionPurgeFailure: a 0d DELETE whose object delete fails

@@ -100,7 +100,7 @@ func runCheck(e *env, deep bool) error {
 		}
 		c.stores[catalog.InS3], c.stores[catalog.Packed] = s3, s3
 	}
-	c.arch = &archive.Archive{Cat: cat, Key: mk}
+	c.arch = &archive.Archive{Config: archive.Config{Cat: cat, Key: mk}}
 	if deep {
 		if c.progress = newProgress(e.stderr); c.progress != nil {
 			if c.progress.total, err = cat.CountKept(e.ctx); err != nil {

@@ -75,7 +75,7 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	if err != nil {
 		return err
 	}
-	a := &archive.Archive{Cat: cat, Objects: objects, Loc: loc, Key: mk, MaxSize: cfg.MaxVconSize}
+	a := &archive.Archive{Config: archive.Config{Cat: cat, Objects: objects, Loc: loc, Key: mk, MaxSize: cfg.MaxVconSize}}
 
 	// The scratch folder holds the live ids and, for a bucket, each file
 	// while it is sent, clear columns included: it lives in the data

@@ -103,7 +103,7 @@ func setupBench(b *testing.B) *benchStore {
 			return
 		}
 		bench.tenant.Metadata = "counts"
-		bench.a = &archive.Archive{Cat: cat, Objects: objects, Loc: catalog.InDir, Key: mk, MaxSize: 64 << 20}
+		bench.a = &archive.Archive{Config: archive.Config{Cat: cat, Objects: objects, Loc: catalog.InDir, Key: mk, MaxSize: 64 << 20}}
 		n := benchVersions()
 		start := time.Now()
 		var next atomic.Int64

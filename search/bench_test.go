@@ -35,7 +35,7 @@ func benchArchive(b *testing.B) (*archive.Archive, ids.ID) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &archive.Archive{Cat: cat, Objects: d, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 30 * 24 * time.Hour}, t.ID
+	return &archive.Archive{Config: archive.Config{Cat: cat, Objects: d, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 30 * 24 * time.Hour}}, t.ID
 }
 
 func tel(i int) string { return fmt.Sprintf("+1555%07d", i) }

@@ -94,25 +94,24 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		now = time.Now
 	}
 	cat.Now = now
-	d.Archive = &archive.Archive{
-		Cat: cat, Objects: objects, Loc: loc, Key: mk,
-		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
-		Log: log, Now: now, Purged: d.Metrics.Purged,
-	}
 	if n, err := storage.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
 		return nil, err
 	} else if n > 0 {
 		log.Info("start-up recovery removed spool files a crash left", "removed", n)
 	}
+	ac := archive.Config{
+		Cat: cat, Objects: objects, Loc: loc, Key: mk,
+		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
+		Log: log, Now: now, Purged: d.Metrics.Purged,
+	}
 	if p := cfg.Storage.Parquet; p != nil {
 		// Before recovery: a purge a crash cut off may be a packed row's.
-		d.Packer, err = d.Archive.EnableParquet(archive.ParquetOptions{
-			PackLimit: p.PackLimit, ReaderGrace: p.ReaderGrace, SpoolDir: storage.SpoolDir(cfg.DataDir),
-		})
-		if err != nil {
-			return nil, err
-		}
+		ac.Parquet = &archive.ParquetOptions{PackLimit: p.PackLimit, ReaderGrace: p.ReaderGrace, SpoolDir: storage.SpoolDir(cfg.DataDir)}
 	}
+	if d.Archive, err = archive.New(ac); err != nil {
+		return nil, err
+	}
+	d.Packer = d.Archive.Packer()
 	if n, err := cat.ResetSearchKeys(ctx, mk.CheckValue()); err != nil {
 		return nil, err
 	} else if n > 0 {
@@ -294,9 +293,6 @@ func (d *Daemon) Close(ctx context.Context) error {
 }
 
 func (d *Daemon) release() {
-	if d.Packer != nil {
-		d.Packer.Close()
-	}
 	if d.Cat != nil {
 		d.Cat.Close()
 		d.Cat = nil

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/units"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
 )
@@ -69,19 +69,6 @@ func init() {
 			return auditExport(e, auditTenant, admin, since, until)
 		},
 	})
-}
-
-// openCatalog opens the catalog beside a running server, if any.
-func (e *env) openCatalog() (*config.Config, *catalog.Catalog, error) {
-	cfg, err := e.loadConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := catalog.Open(e.ctx, cfg.DataDir)
-	if errors.Is(err, catalog.ErrMissing) {
-		return nil, nil, fmt.Errorf("the data directory %s has no catalog; run vcon-server init --config %s first", cfg.DataDir, e.config)
-	}
-	return cfg, cat, err
 }
 
 func findTenant(e *env, cat *catalog.Catalog, idOrName string) (catalog.Tenant, error) {
@@ -163,7 +150,7 @@ func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
 func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
 	var days *int
 	if args[1] != "default" {
-		d, err := config.ParseDays(args[1])
+		d, err := units.ParseDays(args[1])
 		if err != nil {
 			return fmt.Errorf("%v, or default for the server's", err)
 		}

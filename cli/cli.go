@@ -11,11 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
-
-	"github.com/vcon-server/vcon-server/config"
 )
 
 // Version is stamped at build time with -ldflags "-X ...cli.Version=...".
@@ -180,14 +177,6 @@ func commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "\nflags:")
 	fs.PrintDefaults()
 	fmt.Fprintln(w, "  -config FILE\n    \tthe configuration file (default "+DefaultConfig+")")
-}
-
-// loadConfig reads the configuration named by --config.
-func (e *env) loadConfig() (*config.Config, error) {
-	if _, err := os.Stat(e.config); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("configuration file %s does not exist; write one (see docs/configuration.md) or name it with --config", e.config)
-	}
-	return config.Load(e.config)
 }
 
 // emit prints v as one JSON line.

@@ -8,13 +8,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/seal"
-	"github.com/vcon-server/vcon-server/server"
-	"github.com/vcon-server/vcon-server/storage"
 )
 
 func init() {
@@ -55,11 +51,7 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	if err != nil {
 		return err
 	}
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
-	if err != nil {
-		return err
-	}
-	cat, err := server.OpenCatalog(e.ctx, cfg, mk)
+	mk, cat, err := openKeyed(e.ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -71,16 +63,15 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	// The store the versions live in, opened as every command but serve
 	// opens it: with objects = "s3" it reads objects and packed rows from
 	// the bucket.
-	objects, loc, err := storage.Open(e.ctx, cfg, cat, storage.Options{})
+	a, err := openArchive(e.ctx, cfg, mk, cat, parts{})
 	if err != nil {
 		return err
 	}
-	a := &archive.Archive{Config: archive.Config{Cat: cat, Objects: objects, Loc: loc, Key: mk, MaxSize: cfg.MaxVconSize}}
 
 	// The scratch folder holds the live ids and, for a bucket, each file
 	// while it is sent, clear columns included: it lives in the data
 	// directory, private to the service account, and goes at the end.
-	scratch, release, err := export.NewScratch(storage.SpoolDir(cfg.DataDir))
+	scratch, release, err := export.NewScratch(objstore.SpoolDir(cfg.DataDir))
 	if err != nil {
 		return err
 	}
@@ -92,7 +83,14 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 		if c == nil {
 			table, c = "storage.s3", cfg.Storage.S3
 		}
-		if dst, err = export.OpenBucket(e.ctx, table, c, target, scratch); err != nil {
+		if c == nil {
+			return errors.New("an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses")
+		}
+		client, err := NewS3Client(table, c)
+		if err != nil {
+			return err
+		}
+		if dst, err = export.OpenBucket(e.ctx, client, target, scratch); err != nil {
 			return err
 		}
 	} else if dst, err = export.OpenDir(target.Dir); err != nil {

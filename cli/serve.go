@@ -17,7 +17,6 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/seal"
-	"github.com/vcon-server/vcon-server/server"
 )
 
 func init() {
@@ -90,7 +89,7 @@ func runServe(e *env, _ *flag.FlagSet, _ []string) error {
 	log := logline.New(e.stderr, cfg.Log.Level, "serve")
 	ctx, stop := signal.NotifyContext(e.ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	d, err := server.Start(ctx, cfg, log, server.Options{})
+	d, err := Start(ctx, cfg, log, Options{})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/vcon-server/vcon-server/internal/units"
 )
 
 // builder checks the raw values one by one and sets them over the
@@ -193,14 +194,14 @@ func (b *builder) size(key string, v any) int64 {
 	switch v := v.(type) {
 	case string:
 		var err error
-		if n, err = parseSize(v); err != nil {
+		if n, err = units.Size(v); err != nil {
 			b.fail("%s %v", key, err)
 			return 0
 		}
 	case int64:
 		n = v
 	default:
-		b.fail("%s must be %s, not %s", key, sizeRule, show(v))
+		b.fail("%s must be %s, not %s", key, units.SizeRule, show(v))
 		return 0
 	}
 	if n <= 0 {
@@ -215,7 +216,7 @@ func (b *builder) days(key string, v any) time.Duration {
 		b.fail(`%s must be a number of days such as "30d" or "0d", not %s`, key, show(v))
 		return 0
 	}
-	d, err := parseDays(s)
+	d, err := units.Days(s)
 	if err != nil {
 		b.fail("%s %v", key, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
-	"github.com/vcon-server/vcon-server/storage"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -60,7 +60,7 @@ func TestExportKilled(t *testing.T) {
 	if n := exportRecords(t, e, d.Tenant); n != 0 {
 		t.Errorf("%d export records of killed exports", n)
 	}
-	spool := storage.SpoolDir(e.Config.DataDir)
+	spool := objstore.SpoolDir(e.Config.DataDir)
 	// Each export removes the scratch folders of dead ones before it
 	// starts: the second killed export removed the first's.
 	if entries, _ := os.ReadDir(spool); len(entries) != 1 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/storage"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -70,7 +70,7 @@ func TestExportRefusals(t *testing.T) {
 	if strings.Contains(e.CLI("audit", "export", "--tenant", d.Tenant), `"action":"export"`) {
 		t.Error("a refused export is in the audit log")
 	}
-	if entries, _ := os.ReadDir(storage.SpoolDir(e.Config.DataDir)); len(entries) != 0 {
+	if entries, _ := os.ReadDir(objstore.SpoolDir(e.Config.DataDir)); len(entries) != 0 {
 		t.Errorf("refused exports left scratch folders: %v", entries)
 	}
 }

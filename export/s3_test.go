@@ -153,7 +153,7 @@ func TestExportToBucket(t *testing.T) {
 
 	t.Run("race", func(t *testing.T) {
 		b := srv.NewBucket(t, false)
-		dst, err := export.OpenBucket(context.Background(), "export.s3", e.Config.Export.S3, export.Target{Bucket: b, Prefix: "p/"}, t.TempDir())
+		dst, err := export.OpenBucket(context.Background(), client, export.Target{Bucket: b, Prefix: "p/"}, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

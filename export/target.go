@@ -11,10 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/s3sig"
-	"github.com/vcon-server/vcon-server/storage"
 )
 
 // Target is an export's --to: an absolute directory, or a bucket and a
@@ -96,21 +94,14 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// OpenBucket makes the store of t's bucket and prefix with c's service and
-// keys (from the configuration table named table, for messages), spooling uploads in spoolDir (which holds the files' clear columns
-// while they are sent: keep it private). Before anything is written it
-// refuses a bucket with Object Lock or versioning, whose bytes an export
-// removed from it would outlive, and a bucket it cannot list. A key that
-// may not read those settings is not refused for that: the export needs
-// only s3:PutObject, s3:ListBucket and s3:DeleteObject.
-func OpenBucket(ctx context.Context, table string, c *config.S3, t Target, spoolDir string) (*objstore.S3, error) {
-	if c == nil {
-		return nil, errors.New("an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses")
-	}
-	client, err := storage.NewClient(table, c)
-	if err != nil {
-		return nil, err
-	}
+// OpenBucket makes the store of t's bucket and prefix with client,
+// spooling uploads in spoolDir (which holds the files' clear columns while
+// they are sent: keep it private). Before anything is written it refuses a
+// bucket with Object Lock or versioning, whose bytes an export removed
+// from it would outlive, and a bucket it cannot list. A key that may not
+// read those settings is not refused for that: the export needs only
+// s3:PutObject, s3:ListBucket and s3:DeleteObject.
+func OpenBucket(ctx context.Context, client *s3sig.Client, t Target, spoolDir string) (*objstore.S3, error) {
 	s := objstore.NewS3(client, t.Bucket, t.Prefix, spoolDir)
 	if err := checkBucket(ctx, s, t.Bucket); err != nil {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/units"
 	"github.com/vcon-server/vcon-server/search"
 )
 
@@ -122,7 +122,7 @@ func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) {
 	}
 	var days *int
 	if body.Retention != nil {
-		d, err := config.ParseDays(*body.Retention)
+		d, err := units.ParseDays(*body.Retention)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/cli"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/server"
@@ -40,7 +41,7 @@ func startWithLimits(t *testing.T, opts testenv.Options, l server.Limits) *teste
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.Start(context.Background(), e.Config, logline.New(e.Log, "debug", "serve"), server.Options{Listener: ln, Limits: l})
+	d, err := cli.Start(context.Background(), e.Config, logline.New(e.Log, "debug", "serve"), cli.Options{Listener: ln, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}

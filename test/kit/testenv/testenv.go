@@ -27,8 +27,6 @@ import (
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/server"
-	"github.com/vcon-server/vcon-server/storage"
 )
 
 // Options shape the server a test gets.
@@ -52,7 +50,7 @@ type Env struct {
 	Dir        string
 	ConfigPath string
 	Config     *config.Config
-	Daemon     *server.Daemon
+	Daemon     *cli.Daemon
 	Client     *http.Client
 	BaseURL    string
 	Log        *syncBuffer
@@ -146,7 +144,7 @@ func (e *Env) TryStart() error {
 		return err
 	}
 	e.Config = cfg
-	d, err := server.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), server.Options{Now: e.opts.Now, Listener: ln})
+	d, err := cli.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), cli.Options{Now: e.opts.Now, Listener: ln})
 	if err != nil {
 		ln.Close()
 		return err
@@ -357,11 +355,12 @@ func Shared(t testing.TB, rel string) string {
 func (e *Env) Store() objstore.Store {
 	e.T.Helper()
 	if e.Config.Storage.Objects == "s3" {
-		s, err := storage.OpenS3(e.Config.Storage.S3, e.Config.Storage.S3.Bucket, e.Config.Storage.S3.Prefix, e.T.TempDir())
+		c := e.Config.Storage.S3
+		client, err := cli.NewS3Client("storage.s3", c)
 		if err != nil {
 			e.T.Fatal(err)
 		}
-		return s
+		return objstore.NewS3(client, c.Bucket, c.Prefix, e.T.TempDir())
 	}
 	d, err := objstore.NewDir(e.Config.DataDir)
 	if err != nil {

@@ -1,4 +1,4 @@
-package storage_test
+package e2e
 
 import (
 	"strings"

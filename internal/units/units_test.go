@@ -1,4 +1,4 @@
-package config
+package units
 
 import (
 	"strings"

@@ -1,4 +1,6 @@
-package config
+// Package units reads and writes the sizes and day counts of the configuration
+// and the admin API: binary sizes only, retention in whole days.
+package units
 
 import (
 	"errors"
@@ -22,22 +24,23 @@ var sizeUnits = []struct {
 	{"B", 1},
 }
 
-const sizeRule = `a whole number of bytes, or of KiB, MiB or GiB (powers of 1024), such as "64MiB"`
+// SizeRule says what a size may be, for refusals.
+const SizeRule = `a whole number of bytes, or of KiB, MiB or GiB (powers of 1024), such as "64MiB"`
 
 // ParseSize reads a size: "64MiB", "512KiB", "1GiB", "1000B" or "1000"
 // (bytes). KiB, MiB and GiB are powers of 1024; decimal units (KB, MB, GB)
 // are refused. A space may separate the number from its unit.
 func ParseSize(s string) (int64, error) {
-	n, err := parseSize(s)
+	n, err := Size(s)
 	if err != nil {
 		return 0, fmt.Errorf("size %w", err)
 	}
 	return n, nil
 }
 
-// parseSize returns an error that reads after the name of what was set:
-// "<name> must be ..., not ...".
-func parseSize(s string) (int64, error) {
+// Size reads a size as ParseSize does, with an error that reads after the
+// name of what was set: "<name> must be ..., not ...".
+func Size(s string) (int64, error) {
 	num, mult := s, int64(1)
 	for _, u := range sizeUnits {
 		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
@@ -46,7 +49,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	if num == "" || strings.Trim(num, "0123456789") != "" {
-		return 0, fmt.Errorf("must be %s, not %q", sizeRule, s)
+		return 0, fmt.Errorf("must be %s, not %q", SizeRule, s)
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n > math.MaxInt64/mult {
@@ -61,14 +64,16 @@ const maxDays = int64(math.MaxInt64 / int64(24*time.Hour))
 // ParseDays reads a retention period: a whole number of days, "30d" or
 // "0d". A bare number is refused: "30" could be meant as seconds.
 func ParseDays(s string) (time.Duration, error) {
-	d, err := parseDays(s)
+	d, err := Days(s)
 	if err != nil {
 		return 0, errors.New("retention " + err.Error())
 	}
 	return d, nil
 }
 
-func parseDays(s string) (time.Duration, error) {
+// Days reads days as ParseDays does, with an error that reads after the
+// name of what was set.
+func Days(s string) (time.Duration, error) {
 	num, ok := strings.CutSuffix(s, "d")
 	if !ok || num == "" || strings.Trim(num, "0123456789") != "" {
 		return 0, fmt.Errorf(`must be a number of days such as "30d" or "0d", not %q`, s)

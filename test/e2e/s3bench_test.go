@@ -1,4 +1,4 @@
-package storage_test
+package e2e
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/seal"
-	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -41,12 +39,6 @@ func run16(b *testing.B, fn func(i int64) error) {
 		}()
 	}
 	wg.Wait()
-}
-
-func vcon4k(uuid string) []byte {
-	body := apitest.NewVcon(uuid, "benchmark", "+15555550100")
-	pad := 4096 - len(body) - len(`,"pad":""`)
-	return append(body[:len(body)-1], []byte(`,"pad":"`+strings.Repeat("x", pad)+`"}`)...)
 }
 
 // BenchmarkS3 compares, in one run on one versitygw, vcon-server storing

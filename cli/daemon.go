@@ -1,4 +1,4 @@
-package server
+package cli
 
 import (
 	"context"
@@ -16,24 +16,20 @@ import (
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/seal"
-	"github.com/vcon-server/vcon-server/storage"
+	"github.com/vcon-server/vcon-server/server"
 )
 
-// Daemon is a running server: the HTTPS listener, the purge sweep, and
-// the catalog and lock they hold. Tests start it in-process; serve runs one
-// until a signal.
+// Daemon is a running server: the HTTPS listener, the purge sweep, the
+// pack runs and the search indexer, and the catalog and lock they hold.
+// Tests start it in-process; serve runs one until a signal.
 type Daemon struct {
 	Archive *archive.Archive
 	Cat     *catalog.Catalog
 	Log     *slog.Logger
 	// Metrics is what GET /metrics shows; pack runs and sweeps count into
 	// it (Metrics.PackRun, Metrics.Swept).
-	Metrics *Metrics
-	// Packer runs Parquet storage; nil without [storage.parquet].
-	Packer *archive.Packer
+	Metrics *server.Metrics
 
-	cfg     *config.Config
 	unlock  func()
 	ln      net.Listener
 	srv     *http.Server
@@ -47,13 +43,13 @@ type Daemon struct {
 type Options struct {
 	Now      func() time.Time // the clock of retention; time.Now when nil
 	Listener net.Listener     // instead of listening on cfg.Listen
-	Limits   Limits           // timeouts and the authentication limit; defaults when zero
+	Limits   server.Limits    // timeouts and the authentication limit; defaults when zero
 }
 
 // Start opens everything serve needs, repairs what a crash left, and
 // starts answering. Every refusal says what is wrong and what to do.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, Log: log}
+	d := &Daemon{Log: log}
 	ok := false
 	defer func() {
 		if !ok {
@@ -71,47 +67,32 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	}
 	d.unlock = unlock
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
-	if err != nil {
-		return nil, err
-	}
-	cat, err := OpenCatalog(ctx, cfg, mk)
+	mk, cat, err := openKeyed(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	d.Cat = cat
-	objects, loc, err := storage.Open(ctx, cfg, cat, storage.Options{Serve: true})
-	if err != nil {
-		return nil, err
-	}
-	// Every object-store call from here on, recovery's included, is
-	// counted by call and outcome (objstore.Metered).
-	reg := metrics.NewRegistry()
-	d.Metrics = NewMetrics(reg)
-	objects = objstore.NewMetered(objects, reg)
 	now := opt.Now
 	if now == nil {
 		now = time.Now
 	}
 	cat.Now = now
-	if n, err := storage.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
+	if n, err := objstore.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
 		return nil, err
 	} else if n > 0 {
 		log.Info("start-up recovery removed spool files a crash left", "removed", n)
 	}
-	ac := archive.Config{
-		Cat: cat, Objects: objects, Loc: loc, Key: mk,
-		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
-		Log: log, Now: now, Purged: d.Metrics.Purged,
-	}
-	if p := cfg.Storage.Parquet; p != nil {
-		// Before recovery: a purge a crash cut off may be a packed row's.
-		ac.Parquet = &archive.ParquetOptions{PackLimit: p.PackLimit, ReaderGrace: p.ReaderGrace, SpoolDir: storage.SpoolDir(cfg.DataDir)}
-	}
-	if d.Archive, err = archive.New(ac); err != nil {
+	reg := metrics.NewRegistry()
+	d.Metrics = server.NewMetrics(reg)
+	d.Archive, err = openArchive(ctx, cfg, mk, cat, parts{
+		serve: true, log: log, now: now, purged: d.Metrics.Purged,
+		// Every object-store call from here on, recovery's included, is
+		// counted by call and outcome.
+		wrap: func(s objstore.Store) objstore.Store { return objstore.NewMetered(s, reg) },
+	})
+	if err != nil {
 		return nil, err
 	}
-	d.Packer = d.Archive.Packer()
 	if n, err := cat.ResetSearchKeys(ctx, mk.CheckValue()); err != nil {
 		return nil, err
 	} else if n > 0 {
@@ -137,9 +118,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
 	}
-	d.ln = tls.NewListener(ln, TLSConfig(cert))
-	s := &Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits}
-	d.srv = NewHTTPServer(s.Handler(), log)
+	d.ln = tls.NewListener(ln, server.TLSConfig(cert))
+	s := &server.Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits}
+	d.srv = server.NewHTTPServer(s.Handler(), log)
 	opt.Limits.Apply(d.srv)
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -159,8 +140,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		defer d.wg.Done()
 		d.every(runCtx, cfg.Retention.PurgeInterval, d.Sweep)
 	}()
-	if d.Packer != nil {
-		// A pack run at start, then every pack_interval (seed 000).
+	if d.Archive.Packer() != nil {
+		// A pack run at start, then every pack_interval
+		// (docs/parquet-storage.md).
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
@@ -168,47 +150,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 			d.every(runCtx, cfg.Storage.Parquet.PackInterval, d.PackRun)
 		}()
 	}
-	log.Info("listening", "address", d.ln.Addr().String(), "storage", objects.String())
+	log.Info("listening", "address", d.ln.Addr().String(), "storage", d.Archive.Objects.String())
 	ok = true
 	return d, nil
-}
-
-// TLSConfig is TLS 1.2 and later with forward-secret AEAD suites only.
-func TLSConfig(cert tls.Certificate) *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		MinVersion:   tls.VersionTLS12,
-		CipherSuites: []uint16{
-			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-		},
-	}
-}
-
-// OpenCatalog opens the data directory's catalog and proves the master key
-// is the one it was made with.
-func OpenCatalog(ctx context.Context, cfg *config.Config, mk *seal.MasterKey) (*catalog.Catalog, error) {
-	cat, err := catalog.Open(ctx, cfg.DataDir)
-	if errors.Is(err, catalog.ErrMissing) {
-		return nil, fmt.Errorf("the data directory %s has no catalog; run vcon-server init --config %s first", cfg.DataDir, cfg.Path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	check, rotated, err := cat.KeyCheck(ctx)
-	if err != nil {
-		cat.Close()
-		return nil, err
-	}
-	if string(check) != string(mk.CheckValue()) {
-		cat.Close()
-		if rotated {
-			return nil, fmt.Errorf("the master key %s does not open this catalog: a master-key rotation replaced it; set master_key to the new key file", cfg.MasterKey)
-		}
-		return nil, fmt.Errorf("the master key %s does not open this catalog (its check value differs); use the key file init made for the data directory %s", cfg.MasterKey, cfg.DataDir)
-	}
-	return cat, nil
 }
 
 // every runs fn now and then every interval until ctx ends.
@@ -240,22 +184,23 @@ func (d *Daemon) Sweep(ctx context.Context) {
 	}
 }
 
-// PackRun runs one pack run and logs its counts, never a tenant (seed 000:
-// "pack run files=<n> versions=<n> failed=<n>").
+// PackRun runs one pack run and logs its counts, never a tenant
+// (docs/parquet-storage.md: "pack run files=<n> versions=<n> failed=<n>").
 func (d *Daemon) PackRun(ctx context.Context) {
-	if d.Packer == nil {
+	p := d.Archive.Packer()
+	if p == nil {
 		return
 	}
 	d.packMu.Lock()
 	defer d.packMu.Unlock()
-	st := d.Packer.Run(ctx)
+	st := p.Run(ctx)
 	d.Log.Info("pack run", "files", st.Files, "versions", st.Versions, "failed", st.Failed)
-	outcome := PackOK
+	outcome := server.PackOK
 	switch {
 	case st.Stopped:
-		outcome = PackAbandoned
+		outcome = server.PackAbandoned
 	case st.Failed > 0:
-		outcome = PackFailed
+		outcome = server.PackFailed
 	}
 	d.Metrics.PackRun(outcome, st.Files, st.Versions)
 }

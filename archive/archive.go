@@ -89,7 +89,8 @@ func (a *Archive) retention(t catalog.Tenant) time.Duration {
 
 func (a *Archive) logError(msg string, err error) {
 	if a.Log != nil {
-		// Errors from below never name a tenant, uuid or key (STYLE 5).
+		// Errors from below never name a tenant, uuid or key, and neither
+		// does the log (docs/configuration.md, "[log]").
 		a.Log.Error(msg, "error", err.Error())
 	}
 }

@@ -79,7 +79,7 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	}
 	if md.IsDefined("storage", "parquet") {
 		if c.Storage.Objects != "s3" {
-			// The seed page's text, word for word.
+			// docs/parquet-storage.md's text, word for word.
 			b.fail(`storage.parquet packs the objects of a bucket, so it needs storage.objects = "s3"`)
 		}
 		p, r := DefaultParquet(), raw.Storage.Parquet
@@ -177,7 +177,7 @@ func (b *builder) seconds(key string, v any, zeroOK bool) time.Duration {
 	case zeroOK && n < 0:
 		b.fail("%s must be 0 or more, not %d", key, n)
 	case !zeroOK && n <= 0:
-		// The seed page's wording, without the value.
+		// docs/parquet-storage.md's wording, without the value.
 		b.fail("%s must be more than 0", key)
 	case n > math.MaxInt64/int64(time.Second):
 		b.fail("%s must be at most %d seconds, not %d", key, math.MaxInt64/int64(time.Second), n)

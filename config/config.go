@@ -1,5 +1,5 @@
-// Package config reads the server's TOML configuration (SPEC §5, and the
-// seed pages for [storage.parquet]). The file is decoded over the defaults;
+// Package config reads the server's TOML configuration (docs/configuration.md,
+// and docs/parquet-storage.md for [storage.parquet]). The file is decoded over the defaults;
 // an unknown key or an impossible value is refused with an error that names
 // the key and the value, and that a CLI prints after "vcon-server: ".
 package config

@@ -1,8 +1,8 @@
 // Package ids holds the 16-byte identifiers of tenants, vCons and versions.
 //
 // Version ids are UUIDv7 (RFC 9562): their first 48 bits are the Unix time
-// in milliseconds, so ids sort in the order they were made (STYLE: names
-// that sort).
+// in milliseconds, so ids sort in the order they were made (listings are
+// in time order: docs/FORMAT.md, "Identifiers").
 package ids
 
 import (

@@ -10,7 +10,7 @@ import (
 )
 
 // Metered is a Store that counts every call of the store it wraps, by
-// call and outcome, and times it (STYLE 2: metrics wrap the store as a
+// call and outcome, and times it (metrics wrap the store as a
 // decorator). The labels are the call's name and a fixed outcome word:
 // never a key, which names a tenant and a version.
 //

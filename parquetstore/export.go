@@ -81,7 +81,7 @@ type Party struct {
 }
 
 // The schema of each level is a struct that embeds the level before it, so
-// the columns keep the order the seed page gives (a parquet.Group is a map,
+// the columns keep the order docs/export.md gives (a parquet.Group is a map,
 // whose columns would come out sorted by name).
 //
 // Byte arrays are PLAIN, as in pack files: sealed so that each value is one

@@ -32,7 +32,7 @@ type Location struct {
 }
 
 // packRecord is the pack file's schema; the order of the fields is the order
-// of the columns (seed 000: version, stored_at, sealed).
+// of the columns (docs/FORMAT.md, "Pack files": version, stored_at, sealed).
 //
 // sealed is PLAIN, not parquet-go's default DELTA_LENGTH_BYTE_ARRAY: only
 // PLAIN stores each value as a 4-byte length followed by its bytes, so that
@@ -66,7 +66,7 @@ const (
 	FormatVersion = "1"
 )
 
-// writerOptions are the settings both kinds of file share (seed pages:
+// writerOptions are the settings both kinds of file share (docs/FORMAT.md:
 // "plain Parquet 2, uncompressed, without dictionary pages").
 func writerOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{

@@ -20,8 +20,8 @@ import (
 // S3 is the S3 service a page reaches as objects.example.com:9000: a real
 // versitygw on loopback with TLS from a CA of its own.
 //
-// It is started here rather than with internal/s3test because the pages
-// (and the seed pages they follow) sign as the access key "vcon-server",
+// It is started here rather than with test/kit/s3test because the pages
+// sign as the access key "vcon-server",
 // while s3test's servers have a fixed test key. The binary is the one
 // s3test finds (scripts/install-test-tools.sh).
 type S3 struct {

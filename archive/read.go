@@ -9,6 +9,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/vcon"
 )
 
 // Open returns the current version of a vCon and a reader of its bytes as
@@ -36,26 +37,82 @@ func (a *Archive) Open(ctx context.Context, tenant, uuid ids.ID) (catalog.Versio
 
 // OpenVersion opens the sealed bytes of v with its data key.
 func (a *Archive) OpenVersion(ctx context.Context, v catalog.Version) (io.ReadCloser, error) {
-	if v.WrappedKey == nil {
-		return nil, ErrNotFound
-	}
-	dk, err := a.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
+	dk, err := a.dataKey(v)
 	if err != nil {
-		return nil, errors.Join(ErrDamaged, err)
+		return nil, err
 	}
 	raw, err := a.Sealed(ctx, v)
 	if err != nil {
 		return nil, err
 	}
-	r, err := seal.NewReader(raw, dk, v.Tenant, v.ID)
+	r, err := unseal(raw, dk, v)
 	if err != nil {
 		raw.Close()
-		return nil, errors.Join(ErrDamaged, err)
+		return nil, err
 	}
 	return struct {
 		io.Reader
 		io.Closer
 	}{r, raw}, nil
+}
+
+// Inspect opens sealed, the sealed bytes of v, with v's data key and reads
+// the body's metadata in bounded memory: a body, or its inflated text, of
+// more than max(limit, v.Size) bytes is refused. ErrNotFound when v has no
+// key (it was purged); an error wrapping ErrDamaged when its key or its
+// seal does not open.
+func (a *Archive) Inspect(sealed io.Reader, v catalog.Version, limit int64) (*vcon.Meta, error) {
+	dk, err := a.dataKey(v)
+	if err != nil {
+		return nil, err
+	}
+	r, err := unseal(sealed, dk, v)
+	if err != nil {
+		return nil, err
+	}
+	return inspectBody(r, v, limit)
+}
+
+// inspect opens a version and reads its metadata, in bounded memory.
+func (a *Archive) inspect(ctx context.Context, v catalog.Version) (*vcon.Meta, error) {
+	rc, err := a.OpenVersion(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return inspectBody(rc, v, a.MaxSize)
+}
+
+// dataKey unwraps the data key of v.
+func (a *Archive) dataKey(v catalog.Version) (seal.DataKey, error) {
+	if v.WrappedKey == nil {
+		return seal.DataKey{}, ErrNotFound
+	}
+	dk, err := a.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
+	if err != nil {
+		return seal.DataKey{}, errors.Join(ErrDamaged, err)
+	}
+	return dk, nil
+}
+
+// unseal reads sealed, the sealed bytes of v, with its data key dk.
+func unseal(sealed io.Reader, dk seal.DataKey, v catalog.Version) (io.Reader, error) {
+	r, err := seal.NewReader(sealed, dk, v.Tenant, v.ID)
+	if err != nil {
+		return nil, errors.Join(ErrDamaged, err)
+	}
+	return r, nil
+}
+
+// inspectBody reads the metadata of v's body from r, its clear bytes, and
+// reads r to the end.
+func inspectBody(r io.Reader, v catalog.Version, limit int64) (*vcon.Meta, error) {
+	m, err := vcon.Inspect(r, vcon.Gzipped(v.ContentType, v.ContentEncoding), max(limit, v.Size))
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.Copy(io.Discard, r) // authenticate to the end
+	return m, err
 }
 
 // Sealed streams the sealed bytes of v from wherever they are: one GET of

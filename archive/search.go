@@ -3,7 +3,6 @@ package archive
 import (
 	"context"
 	"errors"
-	"io"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
@@ -92,20 +91,4 @@ func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
 		}
 	}
 	return read, nil
-}
-
-// inspect opens a version and reads its metadata, in bounded memory.
-func (a *Archive) inspect(ctx context.Context, v catalog.Version) (*vcon.Meta, error) {
-	rc, err := a.OpenVersion(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	gz := v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip"
-	m, err := vcon.Inspect(rc, gz, max(a.MaxSize, v.Size))
-	if err != nil {
-		return nil, err
-	}
-	_, err = io.Copy(io.Discard, rc) // authenticate to the end
-	return m, err
 }

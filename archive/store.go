@@ -34,9 +34,7 @@ type Stored struct {
 }
 
 // Gzip reports whether the request's body is gzip as sent.
-func (r StoreRequest) Gzip() bool {
-	return r.ContentEncoding == "gzip" || r.ContentType == "application/vcon+gzip"
-}
+func (r StoreRequest) Gzip() bool { return vcon.Gzipped(r.ContentType, r.ContentEncoding) }
 
 // Store seals the body into storage while inspecting the same bytes, then
 // commits the version (docs/FORMAT.md, "Store"). The body is read once and

@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"time"
@@ -395,21 +394,9 @@ type part struct {
 	date   string
 	up     objstore.Upload
 	buf    *bufio.Writer
-	count  *countingWriter
 	w      *parquetstore.ExportWriter
 	rows   int64
 	sealed int64
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func (x *run) openPart(ctx context.Context, date string) error {
@@ -418,10 +405,8 @@ func (x *run) openPart(ctx context.Context, date string) error {
 	if err != nil {
 		return fmt.Errorf("export: start a file in %s: %w", x.opt.Target, err)
 	}
-	// The buffer sits below the counter: bytes counts what reaches the file.
-	count := &countingWriter{w: up}
-	buf := bufio.NewWriterSize(count, 1<<20)
-	x.cur = &part{key: key, date: date, up: up, buf: buf, count: count, w: parquetstore.NewExportWriter(buf, x.level)}
+	buf := bufio.NewWriterSize(up, 1<<20)
+	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level)}
 	return nil
 }
 
@@ -446,8 +431,11 @@ func (x *run) closePart() error {
 	if err != nil {
 		return fmt.Errorf("export: write a file to %s: %w", x.opt.Target, err)
 	}
-	x.files = append(x.files, fileEntry{Path: p.key, Rows: p.rows, Bytes: p.count.n})
-	x.bytes += p.count.n
+	// Every byte the writer wrote reached the file: the buffer was flushed
+	// and the upload committed.
+	size := p.w.Bytes()
+	x.files = append(x.files, fileEntry{Path: p.key, Rows: p.rows, Bytes: size})
+	x.bytes += size
 	crashpoint.Hit(crashpoint.ExportAfterFile)
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
-	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -135,16 +134,7 @@ func readExactly(r io.Reader, n int64) ([]byte, error) {
 // refuses) is reported as not ok, and counted as unread by the caller; the
 // reason is not kept, since it could quote the body.
 func (x *run) inspect(sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
-	dk, err := x.opt.Archive.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
-	if err != nil {
-		return nil, false
-	}
-	r, err := seal.NewReader(bytes.NewReader(sealed), dk, v.Tenant, v.ID)
-	if err != nil {
-		return nil, false
-	}
-	gz := v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip"
-	m, err := vcon.Inspect(r, gz, max(x.opt.MaxVconSize, v.Size))
+	m, err := x.opt.Archive.Inspect(bytes.NewReader(sealed), v, x.opt.MaxVconSize)
 	if err != nil {
 		return nil, false
 	}

@@ -204,6 +204,7 @@ func newLevelWriter[T any](w io.Writer, conv func(*ExportRow) T, opts []parquet.
 // row group in memory at a time.
 type ExportWriter struct {
 	level         Level
+	out           *countingWriter
 	w             levelWriter
 	rowGroupBytes int64
 	buffered      int64
@@ -221,18 +222,19 @@ func NewExportWriter(w io.Writer, level Level) *ExportWriter {
 		parquet.SkipPageStatistics("sealed"),
 		parquet.SkipPageBounds("sealed"),
 	)
-	ew := &ExportWriter{level: level, rowGroupBytes: defaultRowGroupBytes}
+	out := &countingWriter{w: w}
+	ew := &ExportWriter{level: level, out: out, rowGroupBytes: defaultRowGroupBytes}
 	switch level {
 	case LevelNone:
-		ew.w = newLevelWriter(w, toNone, opts)
+		ew.w = newLevelWriter(out, toNone, opts)
 	case LevelForm:
-		ew.w = newLevelWriter(w, toForm, opts)
+		ew.w = newLevelWriter(out, toForm, opts)
 	case LevelTimes:
-		ew.w = newLevelWriter(w, toTimes, opts)
+		ew.w = newLevelWriter(out, toTimes, opts)
 	case LevelCounts:
-		ew.w = newLevelWriter(w, toCounts, opts)
+		ew.w = newLevelWriter(out, toCounts, opts)
 	case LevelFull:
-		ew.w = newLevelWriter(w, toFull, opts)
+		ew.w = newLevelWriter(out, toFull, opts)
 	default:
 		_, err := ParseLevel(string(level))
 		ew.err = fmt.Errorf("parquetstore: export writer: %w", err)
@@ -279,3 +281,7 @@ func (w *ExportWriter) Close() (int64, error) {
 	}
 	return w.rows, nil
 }
+
+// Bytes is the number of bytes written to w so far: once Close has
+// succeeded, the size of the file.
+func (w *ExportWriter) Bytes() int64 { return w.out.n }

@@ -13,6 +13,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/search"
+	"github.com/vcon-server/vcon-server/vcon"
 )
 
 // acceptedTypes are the media types a vCon may be sent as.
@@ -142,7 +143,7 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key)
 	out := make([]versionJSON, 0, len(vs))
 	for _, v := range vs {
 		j := versionJSON{Version: v.ID.String(), StoredAt: timeText(v.StoredAt), Current: v.Current, Hidden: v.HiddenAt != nil,
-			Form: v.Form, Gzip: v.ContentEncoding == "gzip" || v.ContentType == "application/vcon+gzip", Size: v.Size}
+			Form: v.Form, Gzip: vcon.Gzipped(v.ContentType, v.ContentEncoding), Size: v.Size}
 		if v.HiddenAt != nil {
 			t := timeText(*v.HiddenAt)
 			j.HiddenAt = &t

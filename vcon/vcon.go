@@ -123,6 +123,13 @@ func syntaxError(what string) error {
 // the limit (HTTP 413).
 var ErrTooLarge = errors.New("vcon: over the size limit")
 
+// Gzipped reports whether a body sent, and stored, with these headers is
+// gzip: Content-Encoding gzip, or the type application/vcon+gzip
+// (docs/api.md). It is Inspect's gz for such a body.
+func Gzipped(contentType, contentEncoding string) bool {
+	return contentEncoding == "gzip" || contentType == "application/vcon+gzip"
+}
+
 // Inspect reads a vCon body as it was received, detects its form, checks it
 // and returns its metadata. With gz the body is gzip and is read through a
 // decompressor whose output is bounded by limit: a gzip bomb returns

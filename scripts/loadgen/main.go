@@ -10,19 +10,18 @@
 //	-config FILE   the server's configuration: loadgen creates -tenants
 //	               tenants and a key for each with the CLI (beside the
 //	               running server), half of them with retention 0d so
-//	               their deletes are purges; without -ca it trusts the
-//	               certificate `vcon-server init --config FILE` names
-//	               (tls_cert; init changes nothing in a data directory it
-//	               already made);
+//	               their deletes are purges;
 //	-keys FILE     JSON lines as `vcon-server key create` prints them, each
 //	               a key with the write, read and delete scopes; with
 //	               -token (an operator key) loadgen sets retention 0d on
-//	               every other tenant through the admin API; -ca is
-//	               then required.
+//	               every other tenant through the admin API.
+//
+// -ca names the server's certificate (its tls.cert) or the CA that signed
+// it: loadgen verifies the server as any client would.
 //
 // Example, against `make run`'s server:
 //
-//	go run ./scripts/loadgen -url https://127.0.0.1:8443 -config .local/vcon-server.toml -duration 30s
+//	go run ./scripts/loadgen -url https://127.0.0.1:8443 -ca .local/cert.pem -config .local/vcon-server.toml -duration 30s
 package main
 
 import (
@@ -55,7 +54,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	serverURL := fs.String("url", "", "the server, https://127.0.0.1:PORT (loopback only)")
-	caFile := fs.String("ca", "", "PEM of the server's certificate or its CA (default with -config: the configuration's tls.cert)")
+	caFile := fs.String("ca", "", "PEM of the server's certificate (its tls.cert) or its CA")
 	cfgFile := fs.String("config", "", "the server's configuration: create tenants and keys with the CLI")
 	keysFile := fs.String("keys", "", "JSON lines of tenant keys (write, read, delete) instead of -config")
 	token := fs.String("token", "", "an operator token, with -keys: sets retention 0d on every other tenant")
@@ -79,27 +78,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *tenants < 1 || *tenants > 1000 {
 		return fail(errors.New("-tenants must be from 1 to 1000"))
 	}
-	var ca []byte
-	if *caFile != "" || *cfgFile == "" {
-		b, err := os.ReadFile(*caFile)
-		if err != nil {
-			return fail(fmt.Errorf("-ca: %w", err))
-		}
-		ca = b
+	if *caFile == "" {
+		return fail(errors.New("give -ca, the server's certificate (its tls.cert) or its CA"))
+	}
+	ca, err := os.ReadFile(*caFile)
+	if err != nil {
+		return fail(fmt.Errorf("-ca: %w", err))
 	}
 	var ts []load.Tenant
 	if *cfgFile != "" {
-		// The tenants come first: the CLI refuses a configuration whose
-		// data directory has no catalog, so init, which would make one,
-		// only ever runs on the serving server's.
-		var err error
 		if ts, err = makeTenants(ctx, *cfgFile, *tenants); err != nil {
 			return fail(err)
-		}
-		if ca == nil {
-			if ca, err = serverCert(ctx, *cfgFile); err != nil {
-				return fail(err)
-			}
 		}
 	}
 	client, err := load.NewClient(ca, *workers)
@@ -134,31 +123,6 @@ func vconServer(ctx context.Context, cfgFile string, args ...string) ([]byte, er
 		return nil, fmt.Errorf("vcon-server %s: %s", strings.Join(args, " "), strings.TrimSpace(errOut.String()))
 	}
 	return out.Bytes(), nil
-}
-
-// serverCert reads the certificate the configuration names: init, run
-// again on a data directory it made, changes nothing and prints the
-// configuration's tls.cert.
-func serverCert(ctx context.Context, cfgFile string) ([]byte, error) {
-	out, err := vconServer(ctx, cfgFile, "init")
-	if err != nil {
-		return nil, err
-	}
-	var in struct {
-		Cert    string `json:"tls_cert"`
-		Created bool   `json:"tls_cert_created"`
-	}
-	if err := json.Unmarshal(out, &in); err != nil || in.Cert == "" {
-		return nil, fmt.Errorf("vcon-server init: no tls_cert in %q", out)
-	}
-	if in.Created {
-		return nil, fmt.Errorf("the certificate %s did not exist (init just made one): is %s the running server's configuration? Else give -ca", in.Cert, cfgFile)
-	}
-	ca, err := os.ReadFile(in.Cert)
-	if err != nil {
-		return nil, fmt.Errorf("the configuration's tls.cert: %w", err)
-	}
-	return ca, nil
 }
 
 // makeTenants creates n tenants with a key each through the CLI, which

@@ -54,7 +54,7 @@ func TestLoadgenCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "-url", e.BaseURL, "-config", e.ConfigPath, "-tenants", "4", "-workers", "4", "-duration", "2s")
+	cmd := exec.CommandContext(ctx, bin, "-url", e.BaseURL, "-ca", e.Config.TLS.Cert, "-config", e.ConfigPath, "-tenants", "4", "-workers", "4", "-duration", "2s")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("loadgen: %v\n%s\n%s", err, stdout.String(), stderr.String())
@@ -87,7 +87,7 @@ func TestLoadgenCommand(t *testing.T) {
 	}
 
 	// Never anything but loopback.
-	out, err := exec.CommandContext(ctx, bin, "-url", "https://192.0.2.1:8443", "-config", e.ConfigPath, "-duration", "1s").CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, "-url", "https://192.0.2.1:8443", "-ca", e.Config.TLS.Cert, "-config", e.ConfigPath, "-duration", "1s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "not on loopback") {
 		t.Fatalf("a non-loopback server: %v %s", err, out)
 	}

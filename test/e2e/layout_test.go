@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+)
+
+const module = "github.com/vcon-server/vcon-server"
+
+// TestLayout holds the house rules of the README's code table, so that a
+// later change cannot quietly bring back what the layout removed: the
+// configuration read in one place, test-only code under test/, object
+// keys spelled in one file, files that hold one job, comments that cite
+// the repository's own docs.
+func TestLayout(t *testing.T) {
+	root := testenv.ModuleRoot(t)
+
+	t.Run("ConfigReadByCLIOnly", func(t *testing.T) {
+		cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...")
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for dec.More() {
+			var p struct {
+				ImportPath string
+				Imports    []string
+			}
+			if err := dec.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			pkg := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+			if strings.HasPrefix(pkg, "test/") || strings.HasPrefix(pkg, "scripts/") {
+				continue // tests, and the tools that drive a server from outside
+			}
+			if pkg != "cli" && pkg != "config" && slices.Contains(p.Imports, module+"/config") {
+				t.Errorf("%s imports config: only cli turns the configuration into running parts (cli/open.go)", pkg)
+			}
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, module+"/test/") {
+					t.Errorf("%s imports %s: test-only code stays out of the product", pkg, imp)
+				}
+			}
+		}
+	})
+
+	t.Run("TopLevel", func(t *testing.T) {
+		for _, name := range []string{"storage", "e2e", "packtest", "reliability"} {
+			if _, err := os.Stat(filepath.Join(root, name)); err == nil {
+				t.Errorf("%s/ is at the top again: test-only packages live under test/, and objstore/ is the one home of stores", name)
+			}
+		}
+	})
+
+	keyLiteral := regexp.MustCompile(`"(tenants/|objects/|purged/|tenant=)`)
+	citation := regexp.MustCompile(`\b(SPEC|STYLE|DESIGN)\b|seed (page|000|001)|the seed\b`)
+	for _, file := range sourceFiles(t, root) {
+		rel, _ := filepath.Rel(root, file)
+		if strings.HasPrefix(rel, "test/") || strings.HasPrefix(rel, "objstore/storetest/") {
+			continue
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := 0
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines++
+			code, comment, _ := strings.Cut(sc.Text(), "//")
+			if rel != "archive/layout.go" && keyLiteral.MatchString(code) {
+				t.Errorf("%s:%d spells an object key; every key is spelled in archive/layout.go", rel, lines)
+			}
+			if citation.MatchString(comment) {
+				t.Errorf("%s:%d: a comment cites a document outside the repository; cite docs/FORMAT.md or a docs page", rel, lines)
+			}
+		}
+		f.Close()
+		if lines > 600 {
+			t.Errorf("%s has %d lines: split it by what it holds (no source file over 600)", rel, lines)
+		}
+	}
+}
+
+// sourceFiles lists the module's Go files that are not tests.
+func sourceFiles(t *testing.T, root string) []string {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}

@@ -14,7 +14,7 @@ import (
 // it, when its tenant has search on.
 func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
 	t, err := tx.Tenant(v.Tenant)
-	if err != nil || t.Search == string(search.Off) {
+	if err != nil || t.Search == catalog.SearchOff {
 		return err
 	}
 	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, search.Mode(t.Search)))

@@ -112,7 +112,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	v := catalog.Version{
 		ID: vid, Tenant: req.Tenant, UUID: uuid, StoredAt: now,
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
-		Form: string(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
+		Form: catalog.Form(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc,
 	}
 	var replaced bool

@@ -2,9 +2,6 @@ package catalog
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
-	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
 )
@@ -18,49 +15,6 @@ type Actor struct {
 
 // CLI is the actor of every command-line change.
 var CLI = Actor{Name: "cli"}
-
-// MarshalJSON is the tenant as commands print it and the admin API answers.
-func (t Tenant) MarshalJSON() ([]byte, error) {
-	var ret *string
-	if t.RetentionDays != nil {
-		s := strconv.Itoa(*t.RetentionDays) + "d"
-		ret = &s
-	}
-	return json.Marshal(struct {
-		ID        string  `json:"id"`
-		Name      string  `json:"name"`
-		Metadata  string  `json:"metadata"`
-		Retention *string `json:"retention"`
-		Search    string  `json:"search"`
-		CreatedAt string  `json:"created_at"`
-	}{t.ID.String(), t.Name, t.Metadata, ret, t.Search, t.CreatedAt.Format(time.RFC3339Nano)})
-}
-
-// MarshalJSON is the key as listed; the token is never part of it.
-func (k Key) MarshalJSON() ([]byte, error) {
-	var tenant, revoked *string
-	if k.Tenant != nil {
-		s := k.Tenant.String()
-		tenant = &s
-	}
-	if k.RevokedAt != nil {
-		s := k.RevokedAt.Format(time.RFC3339Nano)
-		revoked = &s
-	}
-	scopes := k.Scopes
-	if scopes == nil {
-		scopes = []string{}
-	}
-	return json.Marshal(struct {
-		ID        string   `json:"id"`
-		Tenant    *string  `json:"tenant"`
-		Operator  bool     `json:"operator"`
-		Scopes    []string `json:"scopes"`
-		Label     string   `json:"label"`
-		CreatedAt string   `json:"created_at"`
-		RevokedAt *string  `json:"revoked_at"`
-	}{k.ID, tenant, k.Operator(), scopes, k.Label, k.CreatedAt.Format(time.RFC3339Nano), revoked})
-}
 
 func (tx *Tx) record(by Actor, tenant *ids.ID, adminAction, tenantAction, target string) error {
 	r := Record{Actor: by.Name, Label: by.Label, Action: adminAction, Target: target, Status: 200}
@@ -91,8 +45,8 @@ func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant,
 }
 
 // SetMetadata changes a tenant's metadata level, recorded in both logs.
-func (c *Catalog) SetMetadata(ctx context.Context, id ids.ID, level string, by Actor) (Tenant, error) {
-	if err := CheckLevel(level); err != nil {
+func (c *Catalog) SetMetadata(ctx context.Context, id ids.ID, level Level, by Actor) (Tenant, error) {
+	if _, err := ParseLevel(string(level)); err != nil {
 		return Tenant{}, err
 	}
 	return c.changeTenant(ctx, id, by, "tenant_metadata", "metadata", func(tx *Tx) error { return tx.SetTenantMetadata(id, level) })

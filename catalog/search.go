@@ -36,7 +36,7 @@ func (tx *Tx) dropTokens(version ids.ID) error {
 // SetSearch changes a tenant's search setting, recorded in both logs. A
 // change drops the tenant's index; a setting other than off has it
 // rebuilt in the background from the first version.
-func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode string, by Actor) (Tenant, error) {
+func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode SearchMode, by Actor) (Tenant, error) {
 	return c.changeTenant(ctx, id, by, "tenant_search", "search_setting", func(tx *Tx) error {
 		t, err := tx.Tenant(id)
 		if err != nil {
@@ -48,7 +48,7 @@ func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode string, by Acto
 		if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id[:]); err != nil {
 			return err
 		}
-		_, err = tx.exec(`UPDATE tenants SET search = ?, search_cursor = NULL, search_built = 0, search_key_check = NULL WHERE id = ?`, mode, id[:])
+		_, err = tx.exec(`UPDATE tenants SET search = ?, search_cursor = NULL, search_built = 0, search_key_check = NULL WHERE id = ?`, string(mode), id[:])
 		return err
 	})
 }
@@ -56,7 +56,7 @@ func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode string, by Acto
 // SearchState is where a tenant's background indexing stands.
 type SearchState struct {
 	Tenant ids.ID
-	Mode   string
+	Mode   SearchMode
 	Cursor ids.ID // the last version indexed; zero before the first
 	Built  bool
 }
@@ -84,9 +84,9 @@ func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
 
 // SearchProgress records how far a tenant's background indexing went,
 // unless its setting changed meanwhile (then the work is thrown away).
-func (tx *Tx) SearchProgress(tenant ids.ID, mode string, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
+func (tx *Tx) SearchProgress(tenant ids.ID, mode SearchMode, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
 	res, err := tx.exec(`UPDATE tenants SET search_cursor = ?, search_built = ?, search_key_check = ? WHERE id = ? AND search = ?`,
-		cursor[:], built, keyCheck, tenant[:], mode)
+		cursor[:], built, keyCheck, tenant[:], string(mode))
 	if err != nil {
 		return false, err
 	}

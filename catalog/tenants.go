@@ -11,37 +11,14 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 )
 
-// Levels are the metadata levels, each adding clear columns to the one
-// before it (docs/export.md).
-var Levels = []string{"none", "form", "times", "counts", "full"}
-
-// CheckLevel refuses a metadata level that is not one of Levels, naming
-// the valid ones.
-func CheckLevel(s string) error {
-	if !ValidLevel(s) {
-		return fmt.Errorf("unknown metadata level %q: use one of %s", s, strings.Join(Levels, ", "))
-	}
-	return nil
-}
-
-// ValidLevel reports whether s is one of Levels.
-func ValidLevel(s string) bool {
-	for _, l := range Levels {
-		if s == l {
-			return true
-		}
-	}
-	return false
-}
-
 // Tenant is one tenant. RetentionDays is nil when the server default applies.
 type Tenant struct {
 	ID            ids.ID
 	Name          string
-	Metadata      string
+	Metadata      Level
 	RetentionDays *int
 	CreatedAt     time.Time
-	Search        string // "off", "parties" or "parties+subject"
+	Search        SearchMode
 }
 
 // ErrNameTaken is returned when a tenant name is already used.
@@ -49,8 +26,8 @@ var ErrNameTaken = errors.New("catalog: a tenant already has that name")
 
 // CreateTenant inserts a tenant with a new random id.
 func (tx *Tx) CreateTenant(name string) (Tenant, error) {
-	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: "none", CreatedAt: tx.now, Search: "off"}
-	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, t.Metadata, nanos(t.CreatedAt))
+	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: LevelNone, CreatedAt: tx.now, Search: SearchOff}
+	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, string(t.Metadata), nanos(t.CreatedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return Tenant{}, ErrNameTaken
 	}
@@ -58,8 +35,8 @@ func (tx *Tx) CreateTenant(name string) (Tenant, error) {
 }
 
 // SetTenantMetadata changes a tenant's metadata level.
-func (tx *Tx) SetTenantMetadata(id ids.ID, level string) error {
-	return tx.updateTenant(`UPDATE tenants SET metadata = ? WHERE id = ?`, level, id[:])
+func (tx *Tx) SetTenantMetadata(id ids.ID, level Level) error {
+	return tx.updateTenant(`UPDATE tenants SET metadata = ? WHERE id = ?`, string(level), id[:])
 }
 
 // SetTenantRetention sets the retention override in days, nil for the

@@ -45,7 +45,7 @@ type Version struct {
 	StoredAt        time.Time
 	ContentType     string
 	ContentEncoding string
-	Form            string
+	Form            Form
 	Size            int64
 	SealedSize      int64
 	WrappedKey      []byte // nil once the purge destroyed it
@@ -128,7 +128,7 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 	}
 	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, v.Form, v.Size, v.SealedSize, v.WrappedKey, string(v.Location))
+		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location))
 	return replaced, err
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
-	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
 )
 
@@ -95,7 +94,7 @@ func tenantCreate(e *env, _ *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.emit(t)
+	return e.emit(server.TenantView(t))
 }
 
 func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
@@ -109,7 +108,7 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 		return err
 	}
 	for _, t := range ts {
-		if err := e.emit(t); err != nil {
+		if err := e.emit(server.TenantView(t)); err != nil {
 			return err
 		}
 	}
@@ -117,7 +116,7 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 }
 
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
-	return e.withTenant(args[0], func(_ *catalog.Catalog, t catalog.Tenant) error { return e.emit(t) })
+	return e.withTenant(args[0], func(_ *catalog.Catalog, t catalog.Tenant) error { return e.emit(server.TenantView(t)) })
 }
 
 // withTenant opens the catalog and finds the tenant a command names.
@@ -135,15 +134,16 @@ func (e *env) withTenant(idOrName string, fn func(*catalog.Catalog, catalog.Tena
 }
 
 func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
-	if err := catalog.CheckLevel(args[1]); err != nil {
+	level, err := catalog.ParseLevel(args[1])
+	if err != nil {
 		return err
 	}
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
-		t, err := cat.SetMetadata(e.ctx, t.ID, args[1], catalog.CLI)
+		t, err := cat.SetMetadata(e.ctx, t.ID, level, catalog.CLI)
 		if err != nil {
 			return err
 		}
-		return e.emit(t)
+		return e.emit(server.TenantView(t))
 	})
 }
 
@@ -162,7 +162,7 @@ func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
 		if err != nil {
 			return err
 		}
-		return e.emit(t)
+		return e.emit(server.TenantView(t))
 	})
 }
 
@@ -240,7 +240,7 @@ func keyList(e *env, tenant string) error {
 		return err
 	}
 	for _, k := range keys {
-		if err := e.emit(k); err != nil {
+		if err := e.emit(server.KeyView(k)); err != nil {
 			return err
 		}
 	}
@@ -260,7 +260,7 @@ func keyRevoke(e *env, _ *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.emit(k)
+	return e.emit(server.KeyView(k))
 }
 
 func holdChange(held bool) func(*env, *flag.FlagSet, []string) error {
@@ -345,15 +345,15 @@ func auditExport(e *env, tenant string, admin bool, since, until string) error {
 }
 
 func tenantSetSearch(e *env, _ *flag.FlagSet, args []string) error {
-	mode, err := search.ParseMode(args[1])
+	mode, err := catalog.ParseSearchMode(args[1])
 	if err != nil {
 		return err
 	}
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
-		t, err := cat.SetSearch(e.ctx, t.ID, string(mode), catalog.CLI)
+		t, err := cat.SetSearch(e.ctx, t.ID, mode, catalog.CLI)
 		if err != nil {
 			return err
 		}
-		return e.emit(t)
+		return e.emit(server.TenantView(t))
 	})
 }

@@ -44,8 +44,8 @@ var levelColumns = map[string][]string{
 func columnsUpTo(level string) []string {
 	var out []string
 	for _, l := range catalog.Levels {
-		out = append(out, levelColumns[l]...)
-		if l == level {
+		out = append(out, levelColumns[string(l)]...)
+		if string(l) == level {
 			break
 		}
 	}
@@ -278,7 +278,8 @@ func TestExportLevels(t *testing.T) {
 	d := storeEveryForm(t, e, "acme", 4)
 	want := keptVersions(t, e, d.Tenant)
 	clear := clearStrings(t, d)
-	for _, level := range catalog.Levels {
+	for _, l := range catalog.Levels {
+		level := string(l)
 		t.Run(level, func(t *testing.T) {
 			e.CLI("tenant", "set-metadata", d.Tenant, level)
 			dir := t.TempDir()

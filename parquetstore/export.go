@@ -4,52 +4,37 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 )
 
 // Level is a tenant's metadata level: which clear columns its export files
-// carry. Each level adds columns to the one before.
-type Level string
+// carry. The catalog keeps the levels, their order and their parser.
+type Level = catalog.Level
 
+// The levels, each adding columns to the one before.
 const (
-	// LevelNone: version, stored_at and sealed only (the default).
-	LevelNone Level = "none"
-	// LevelForm adds form, gzip and size.
-	LevelForm Level = "form"
-	// LevelTimes adds created_at and updated_at.
-	LevelTimes Level = "times"
-	// LevelCounts adds party_count and dialog_count.
-	LevelCounts Level = "counts"
-	// LevelFull adds uuid, subject and parties.
-	LevelFull Level = "full"
+	LevelNone   = catalog.LevelNone
+	LevelForm   = catalog.LevelForm
+	LevelTimes  = catalog.LevelTimes
+	LevelCounts = catalog.LevelCounts
+	LevelFull   = catalog.LevelFull
 )
 
-// Levels lists the metadata levels, each adding to the one before.
-var Levels = []Level{LevelNone, LevelForm, LevelTimes, LevelCounts, LevelFull}
+// Levels is the catalog's list of the metadata levels.
+var Levels = catalog.Levels
 
 // MetadataLevel is the key/value metadata key of an export file that holds
 // the level it was written at: a file keeps its level when the tenant's
 // changes.
 const MetadataLevel = "vcon-server.metadata"
 
-// ParseLevel reads a metadata level by its name.
-func ParseLevel(s string) (Level, error) {
-	for _, l := range Levels {
-		if string(l) == s {
-			return l, nil
-		}
-	}
-	names := make([]string, len(Levels))
-	for i, l := range Levels {
-		names[i] = string(l)
-	}
-	return "", fmt.Errorf("%q is not a metadata level; use one of %s", s, strings.Join(names, ", "))
-}
+// ParseLevel is the catalog's parser of a metadata level's name.
+func ParseLevel(s string) (Level, error) { return catalog.ParseLevel(s) }
 
 // ExportRow is one version in an export file. The writer keeps the fields of
 // its level and ignores the others; a nil field is written as NULL.

@@ -96,8 +96,8 @@ func BenchmarkSearch(b *testing.B) {
 // tenant's search off and on, through the store path (seal, inspect,
 // commit), to show what indexing costs.
 func BenchmarkIngestSearch(b *testing.B) {
-	for _, mode := range []string{"off", "parties"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, mode := range []catalog.SearchMode{catalog.SearchOff, catalog.SearchParties} {
+		b.Run(string(mode), func(b *testing.B) {
 			a, tenant := benchArchive(b)
 			if _, err := a.Cat.SetSearch(context.Background(), tenant, mode, catalog.CLI); err != nil {
 				b.Fatal(err)

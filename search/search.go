@@ -9,34 +9,16 @@ package search
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"fmt"
 	"strings"
 	"unicode"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
-// Mode is a tenant's search setting.
-type Mode string
-
-const (
-	Off            Mode = "off"
-	Parties        Mode = "parties"
-	PartiesSubject Mode = "parties+subject"
-)
-
-// Modes lists the valid settings.
-var Modes = []Mode{Off, Parties, PartiesSubject}
-
-// ParseMode checks a setting's text.
-func ParseMode(s string) (Mode, error) {
-	for _, m := range Modes {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("unknown search setting %q: use off, parties or parties+subject", s)
-}
+// Mode is a tenant's search setting: the catalog's SearchMode, whose
+// values and parser live beside the column that holds it.
+type Mode = catalog.SearchMode
 
 // TokenSize is the length of a stored token.
 const TokenSize = 16
@@ -99,7 +81,7 @@ func Query(key []byte, field, value string) (Token, bool) {
 
 // Tokens are the distinct tokens of a vCon as mode indexes it.
 func Tokens(key []byte, m *vcon.Meta, mode Mode) []Token {
-	if mode == Off || m == nil || m.Form == vcon.Encrypted {
+	if mode == catalog.SearchOff || m == nil || m.Form == vcon.Encrypted {
 		return nil
 	}
 	seen := map[Token]bool{}
@@ -115,7 +97,7 @@ func Tokens(key []byte, m *vcon.Meta, mode Mode) []Token {
 		add("mailto", p.Mailto)
 		add("name", p.Name)
 	}
-	if mode == PartiesSubject && m.Subject != nil {
+	if mode == catalog.SearchPartiesSubject && m.Subject != nil {
 		for _, w := range strings.FieldsFunc(*m.Subject, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 			add("subject", w)
 		}

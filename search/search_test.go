@@ -3,6 +3,7 @@ package search
 import (
 	"testing"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -27,14 +28,14 @@ func TestTokens(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	subject := "Billing dispute, March"
 	m := &vcon.Meta{Form: vcon.Unsigned, Subject: &subject, Parties: []vcon.Party{{Tel: "+15555550101", Name: "Ada"}, {Tel: "tel:+1 555 555 0101", Mailto: "mailto:ada@example.com"}}}
-	if n := len(Tokens(key, m, Parties)); n != 3 {
+	if n := len(Tokens(key, m, catalog.SearchParties)); n != 3 {
 		t.Fatalf("parties: %d tokens, want 3 (one tel, one name, one mailto)", n)
 	}
-	if n := len(Tokens(key, m, PartiesSubject)); n != 6 {
+	if n := len(Tokens(key, m, catalog.SearchPartiesSubject)); n != 6 {
 		t.Fatalf("parties+subject: %d tokens, want 6", n)
 	}
 	m.Form = vcon.Encrypted
-	if n := len(Tokens(key, m, PartiesSubject)); n != 0 {
+	if n := len(Tokens(key, m, catalog.SearchPartiesSubject)); n != 0 {
 		t.Fatalf("encrypted: %d tokens", n)
 	}
 	a, _ := Query(key, "tel", "+1 555 555 0101")

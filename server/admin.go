@@ -9,7 +9,6 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
-	"github.com/vcon-server/vcon-server/search"
 )
 
 func by(r *http.Request) catalog.Actor {
@@ -65,7 +64,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/admin/tenants/"+t.ID.String())
-	writeJSON(w, http.StatusCreated, t)
+	writeJSON(w, http.StatusCreated, TenantView(t))
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -74,15 +73,12 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	if ts == nil {
-		ts = []catalog.Tenant{}
-	}
-	writeJSON(w, http.StatusOK, ts)
+	writeJSON(w, http.StatusOK, TenantViews(ts))
 }
 
 func (s *Server) showTenant(w http.ResponseWriter, r *http.Request) {
 	if t, ok := s.adminTenant(w, r); ok {
-		writeJSON(w, http.StatusOK, t)
+		writeJSON(w, http.StatusOK, TenantView(t))
 	}
 }
 
@@ -97,16 +93,17 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	if err := catalog.CheckLevel(body.Metadata); err != nil {
+	level, err := catalog.ParseLevel(body.Metadata)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	t, err := s.Cat.SetMetadata(r.Context(), t.ID, body.Metadata, by(r))
+	t, err = s.Cat.SetMetadata(r.Context(), t.ID, level, by(r))
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, TenantView(t))
 }
 
 func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +132,7 @@ func (s *Server) setRetention(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, TenantView(t))
 }
 
 func (s *Server) hold(held bool) http.HandlerFunc {
@@ -203,15 +200,15 @@ func (s *Server) setSearch(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	mode, err := search.ParseMode(body.Search)
+	mode, err := catalog.ParseSearchMode(body.Search)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	t, err = s.Cat.SetSearch(r.Context(), t.ID, string(mode), by(r))
+	t, err = s.Cat.SetSearch(r.Context(), t.ID, mode, by(r))
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, TenantView(t))
 }

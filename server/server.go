@@ -51,7 +51,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(false)))
 	mux.HandleFunc("GET /metrics", s.operatorRoute(s.Metrics.serve))
 
-	return s.guard(s.Metrics.instrument(mux, s.Log))
+	return s.guard(routeErrors(mux, s.Metrics.instrument(mux, s.Log)))
 }
 
 // NewHTTPServer wraps a handler with the timeouts a public listener needs:

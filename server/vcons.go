@@ -121,14 +121,14 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 }
 
 type versionJSON struct {
-	Version  string  `json:"version"`
-	StoredAt string  `json:"stored_at"`
-	Current  bool    `json:"current"`
-	Hidden   bool    `json:"hidden"`
-	HiddenAt *string `json:"hidden_at"`
-	Form     string  `json:"form"`
-	Gzip     bool    `json:"gzip"`
-	Size     int64   `json:"size"`
+	Version  string       `json:"version"`
+	StoredAt string       `json:"stored_at"`
+	Current  bool         `json:"current"`
+	Hidden   bool         `json:"hidden"`
+	HiddenAt *string      `json:"hidden_at"`
+	Form     catalog.Form `json:"form"`
+	Gzip     bool         `json:"gzip"`
+	Size     int64        `json:"size"`
 }
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
@@ -263,7 +263,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 	if err != nil {
 		return s.failErr(w, r, err), target
 	}
-	if t.Search == string(search.Off) {
+	if t.Search == catalog.SearchOff {
 		return s.fail(w, r, http.StatusConflict, "search is off for this tenant; an operator turns it on with vcon-server tenant set-search"), target
 	}
 	got, err := s.Archive.Search(r.Context(), *k.Tenant, filters, after, limit+1)

@@ -1,0 +1,84 @@
+package catalog
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The catalog's vocabulary: the values its text columns hold for a
+// tenant's search setting, a version's form and a tenant's metadata level.
+// Each has one type, one list and, where people type it, one parser
+// whose refusal the docs quote word for word.
+
+// SearchMode is a tenant's search setting (docs/search.md): which fields
+// of its vCons the blind index holds.
+type SearchMode string
+
+const (
+	// SearchOff: no index (the default).
+	SearchOff SearchMode = "off"
+	// SearchParties indexes each party's tel, mailto and name.
+	SearchParties SearchMode = "parties"
+	// SearchPartiesSubject also indexes each word of the subject.
+	SearchPartiesSubject SearchMode = "parties+subject"
+)
+
+// SearchModes lists the search settings.
+var SearchModes = []SearchMode{SearchOff, SearchParties, SearchPartiesSubject}
+
+// ParseSearchMode reads a search setting by its name.
+func ParseSearchMode(s string) (SearchMode, error) {
+	for _, m := range SearchModes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown search setting %q: use off, parties or parties+subject", s)
+}
+
+// Form is the form a version was stored in (docs/api.md, "Store"); the
+// server reads it from the vCon and never changes it.
+type Form string
+
+const (
+	// FormUnsigned: a JSON object with parties and the rest.
+	FormUnsigned Form = "unsigned"
+	// FormSigned: JWS general serialization.
+	FormSigned Form = "signed"
+	// FormEncrypted: JWE general serialization.
+	FormEncrypted Form = "encrypted"
+)
+
+// Level is a tenant's metadata level (docs/export.md): which clear
+// columns its export files carry. Each level adds columns to the one
+// before it.
+type Level string
+
+const (
+	// LevelNone: version, stored_at and sealed only (the default).
+	LevelNone Level = "none"
+	// LevelForm adds form, gzip and size.
+	LevelForm Level = "form"
+	// LevelTimes adds created_at and updated_at.
+	LevelTimes Level = "times"
+	// LevelCounts adds party_count and dialog_count.
+	LevelCounts Level = "counts"
+	// LevelFull adds uuid, subject and parties.
+	LevelFull Level = "full"
+)
+
+// Levels lists the metadata levels, each adding to the one before.
+var Levels = []Level{LevelNone, LevelForm, LevelTimes, LevelCounts, LevelFull}
+
+// ParseLevel reads a metadata level by its name, refusing any other text
+// with the valid names.
+func ParseLevel(s string) (Level, error) {
+	names := make([]string, len(Levels))
+	for i, l := range Levels {
+		if string(l) == s {
+			return l, nil
+		}
+		names[i] = string(l)
+	}
+	return "", fmt.Errorf("unknown metadata level %q: use one of %s", s, strings.Join(names, ", "))
+}

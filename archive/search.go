@@ -17,7 +17,7 @@ func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
 	if err != nil || t.Search == catalog.SearchOff {
 		return err
 	}
-	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, search.Mode(t.Search)))
+	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, t.Search))
 }
 
 // Search pages through a tenant's vCons whose current version matches
@@ -66,7 +66,7 @@ func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
 				a.logError("search index: a version could not be read", err)
 				continue
 			}
-			found[i] = search.Tokens(key, m, search.Mode(s.Mode))
+			found[i] = search.Tokens(key, m, s.Mode)
 		}
 		read += len(page)
 		last := s.Cursor

@@ -126,7 +126,7 @@ func (e *RaceError) Error() string {
 // run is one export in progress.
 type run struct {
 	opt   Options
-	level parquetstore.Level
+	level catalog.Level
 	now   time.Time
 
 	files  []fileEntry
@@ -150,7 +150,7 @@ type fileEntry struct {
 // Run exports opt.Tenant to opt.Target and records it in the tenant's
 // audit log. On failure it removes what it wrote, as far as it can.
 func Run(ctx context.Context, opt Options) (Result, error) {
-	level, err := parquetstore.ParseLevel(string(opt.Tenant.Metadata))
+	level, err := catalog.ParseLevel(string(opt.Tenant.Metadata))
 	if err != nil {
 		return Result{}, fmt.Errorf("the tenant's metadata level: %w", err)
 	}

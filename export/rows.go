@@ -60,7 +60,7 @@ func (x *run) process(ctx context.Context, j *job) {
 			it.skip, it.row = true, parquetstore.ExportRow{}
 			continue
 		}
-		if x.level == parquetstore.LevelNone {
+		if x.level == catalog.LevelNone {
 			continue
 		}
 		m, ok := x.inspect(it.row.Sealed, cur)
@@ -144,11 +144,11 @@ func (x *run) inspect(sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
 // fill sets the clear columns of level from m. An encrypted vCon shows only
 // form, gzip, size and, at full, uuid; a count the inspector could not read
 // (CountUnknown) and a time that is absent or has no zone stay NULL.
-func fill(r *parquetstore.ExportRow, level parquetstore.Level, m *vcon.Meta) {
+func fill(r *parquetstore.ExportRow, level catalog.Level, m *vcon.Meta) {
 	rank := levelRank(level)
 	form, gz, size := string(m.Form), m.Gzip, m.Size
 	r.Form, r.Gzip, r.Size = &form, &gz, &size
-	if rank >= levelRank(parquetstore.LevelFull) {
+	if rank >= levelRank(catalog.LevelFull) {
 		if id, err := ids.Parse(m.UUID); err == nil {
 			r.UUID = &id
 		}
@@ -156,13 +156,13 @@ func fill(r *parquetstore.ExportRow, level parquetstore.Level, m *vcon.Meta) {
 	if m.Form == vcon.Encrypted {
 		return
 	}
-	if rank >= levelRank(parquetstore.LevelTimes) {
+	if rank >= levelRank(catalog.LevelTimes) {
 		r.CreatedAt, r.UpdatedAt = m.CreatedAt, m.UpdatedAt
 	}
-	if rank >= levelRank(parquetstore.LevelCounts) {
+	if rank >= levelRank(catalog.LevelCounts) {
 		r.PartyCount, r.DialogCount = count(m.PartyCount), count(m.DialogCount)
 	}
-	if rank >= levelRank(parquetstore.LevelFull) {
+	if rank >= levelRank(catalog.LevelFull) {
 		r.Subject = m.Subject
 		if m.PartyCount != vcon.CountUnknown {
 			// Read parties: a list, empty when the vCon has none.
@@ -174,8 +174,8 @@ func fill(r *parquetstore.ExportRow, level parquetstore.Level, m *vcon.Meta) {
 	}
 }
 
-func levelRank(l parquetstore.Level) int {
-	for i, x := range parquetstore.Levels {
+func levelRank(l catalog.Level) int {
+	for i, x := range catalog.Levels {
 		if x == l {
 			return i
 		}

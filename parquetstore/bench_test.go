@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkExportWrite(b *testing.B) {
 	parties, dialogs := int32(2), int32(1)
 	b.SetBytes(size)
 	b.ReportAllocs()
-	w := NewExportWriter(io.Discard, LevelCounts)
+	w := NewExportWriter(io.Discard, catalog.LevelCounts)
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
 		created := at.Add(-time.Hour)

@@ -12,29 +12,10 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 )
 
-// Level is a tenant's metadata level: which clear columns its export files
-// carry. The catalog keeps the levels, their order and their parser.
-type Level = catalog.Level
-
-// The levels, each adding columns to the one before.
-const (
-	LevelNone   = catalog.LevelNone
-	LevelForm   = catalog.LevelForm
-	LevelTimes  = catalog.LevelTimes
-	LevelCounts = catalog.LevelCounts
-	LevelFull   = catalog.LevelFull
-)
-
-// Levels is the catalog's list of the metadata levels.
-var Levels = catalog.Levels
-
 // MetadataLevel is the key/value metadata key of an export file that holds
 // the level it was written at: a file keeps its level when the tenant's
 // changes.
 const MetadataLevel = "vcon-server.metadata"
-
-// ParseLevel is the catalog's parser of a metadata level's name.
-func ParseLevel(s string) (Level, error) { return catalog.ParseLevel(s) }
 
 // ExportRow is one version in an export file. The writer keeps the fields of
 // its level and ignores the others; a nil field is written as NULL.
@@ -188,7 +169,7 @@ func newLevelWriter[T any](w io.Writer, conv func(*ExportRow) T, opts []parquet.
 // ExportWriter writes one export file at one metadata level. It holds one
 // row group in memory at a time.
 type ExportWriter struct {
-	level         Level
+	level         catalog.Level
 	out           *countingWriter
 	w             levelWriter
 	rowGroupBytes int64
@@ -201,7 +182,7 @@ type ExportWriter struct {
 // NewExportWriter starts an export file at level on w, a temporary file or
 // an upload that the caller makes visible only once Close has succeeded. An
 // unknown level is reported by Write and Close.
-func NewExportWriter(w io.Writer, level Level) *ExportWriter {
+func NewExportWriter(w io.Writer, level catalog.Level) *ExportWriter {
 	opts := append(writerOptions(),
 		parquet.KeyValueMetadata(MetadataLevel, string(level)),
 		parquet.SkipPageStatistics("sealed"),
@@ -210,18 +191,18 @@ func NewExportWriter(w io.Writer, level Level) *ExportWriter {
 	out := &countingWriter{w: w}
 	ew := &ExportWriter{level: level, out: out, rowGroupBytes: defaultRowGroupBytes}
 	switch level {
-	case LevelNone:
+	case catalog.LevelNone:
 		ew.w = newLevelWriter(out, toNone, opts)
-	case LevelForm:
+	case catalog.LevelForm:
 		ew.w = newLevelWriter(out, toForm, opts)
-	case LevelTimes:
+	case catalog.LevelTimes:
 		ew.w = newLevelWriter(out, toTimes, opts)
-	case LevelCounts:
+	case catalog.LevelCounts:
 		ew.w = newLevelWriter(out, toCounts, opts)
-	case LevelFull:
+	case catalog.LevelFull:
 		ew.w = newLevelWriter(out, toFull, opts)
 	default:
-		_, err := ParseLevel(string(level))
+		_, err := catalog.ParseLevel(string(level))
 		ew.err = fmt.Errorf("parquetstore: export writer: %w", err)
 	}
 	return ew

@@ -12,19 +12,20 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 )
 
 func TestParseLevel(t *testing.T) {
-	for _, l := range Levels {
-		got, err := ParseLevel(string(l))
+	for _, l := range catalog.Levels {
+		got, err := catalog.ParseLevel(string(l))
 		if err != nil || got != l {
-			t.Errorf("ParseLevel(%q) = %q, %v", l, got, err)
+			t.Errorf("catalog.ParseLevel(%q) = %q, %v", l, got, err)
 		}
 	}
-	_, err := ParseLevel("everything")
+	_, err := catalog.ParseLevel("everything")
 	if err == nil {
-		t.Fatal(`ParseLevel("everything") took it`)
+		t.Fatal(`catalog.ParseLevel("everything") took it`)
 	}
 	for _, want := range []string{`"everything"`, "none, form, times, counts, full"} {
 		if !strings.Contains(err.Error(), want) {
@@ -34,7 +35,7 @@ func TestParseLevel(t *testing.T) {
 }
 
 func TestExportWriterRefusesUnknownLevel(t *testing.T) {
-	w := NewExportWriter(io.Discard, Level("all"))
+	w := NewExportWriter(io.Discard, catalog.Level("all"))
 	if err := w.Write(ExportRow{}); err == nil || !strings.Contains(err.Error(), "none, form, times, counts, full") {
 		t.Fatalf("Write at an unknown level: %v", err)
 	}
@@ -48,7 +49,7 @@ func TestExportWriterRefusesUnknownLevel(t *testing.T) {
 func TestExportColumnsByLevel(t *testing.T) {
 	rows := exportTestRows(t)
 	var want []string
-	for _, level := range Levels {
+	for _, level := range catalog.Levels {
 		for _, c := range exportLevelColumns[level] {
 			want = append(want, c[0])
 		}
@@ -81,7 +82,7 @@ func TestExportColumnsByLevel(t *testing.T) {
 // columns).
 func TestExportLeavesOutColumnsAboveItsLevel(t *testing.T) {
 	rows := exportTestRows(t)
-	for _, level := range Levels[:len(Levels)-1] {
+	for _, level := range catalog.Levels[:len(catalog.Levels)-1] {
 		file := writeExport(t, level, rows)
 		for _, clear := range []string{"Export example", "+15555550101", "Caller Example", "agent@example.com"} {
 			if bytes.Contains(file, []byte(clear)) {
@@ -89,14 +90,14 @@ func TestExportLeavesOutColumnsAboveItsLevel(t *testing.T) {
 			}
 		}
 	}
-	if !bytes.Contains(writeExport(t, LevelFull, rows), []byte("Caller Example")) {
+	if !bytes.Contains(writeExport(t, catalog.LevelFull, rows), []byte("Caller Example")) {
 		t.Error("level full: the file lacks a party's name")
 	}
 }
 
 func TestExportSealedIsPlain(t *testing.T) {
 	rows := exportTestRows(t)
-	file := writeExport(t, LevelFull, rows)
+	file := writeExport(t, catalog.LevelFull, rows)
 	// sealed is the third column, as in a pack file: its PLAIN values are
 	// contiguous, so the same page walk finds them.
 	f, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
@@ -137,7 +138,7 @@ func TestExportWriterMemory(t *testing.T) {
 	n := int32(2)
 	var written int64
 	grown := peakHeapGrowth(func(sample func()) {
-		w := NewExportWriter(f, LevelCounts)
+		w := NewExportWriter(f, catalog.LevelCounts)
 		base := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 		for i := range rows {
 			at := base.Add(time.Duration(i) * time.Second)

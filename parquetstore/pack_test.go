@@ -12,6 +12,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 )
 
@@ -182,7 +183,7 @@ func TestReadLocationsRefusesOtherFiles(t *testing.T) {
 
 	// An export file above level none has more columns than a pack file.
 	var buf bytes.Buffer
-	w := NewExportWriter(&buf, LevelForm)
+	w := NewExportWriter(&buf, catalog.LevelForm)
 	if err := w.Write(ExportRow{Version: rows[0].Version, StoredAt: rows[0].StoredAt}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,6 @@ import (
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
-// Mode is a tenant's search setting: the catalog's SearchMode, whose
-// values and parser live beside the column that holds it.
-type Mode = catalog.SearchMode
-
 // TokenSize is the length of a stored token.
 const TokenSize = 16
 
@@ -80,7 +76,7 @@ func Query(key []byte, field, value string) (Token, bool) {
 }
 
 // Tokens are the distinct tokens of a vCon as mode indexes it.
-func Tokens(key []byte, m *vcon.Meta, mode Mode) []Token {
+func Tokens(key []byte, m *vcon.Meta, mode catalog.SearchMode) []Token {
 	if mode == catalog.SearchOff || m == nil || m.Form == vcon.Encrypted {
 		return nil
 	}

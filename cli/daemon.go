@@ -14,6 +14,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/server"
@@ -81,6 +82,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	} else if n > 0 {
 		log.Info("start-up recovery removed spool files a crash left", "removed", n)
+	}
+	// A killed export's scratch folder goes now, not at the next export:
+	// it may hold the live ids of its tenant.
+	if n := export.RemoveStaleScratch(objstore.SpoolDir(cfg.DataDir)); n > 0 {
+		log.Info("start-up recovery removed the scratch folders of killed exports", "removed", n)
 	}
 	reg := metrics.NewRegistry()
 	d.Metrics = server.NewMetrics(reg)

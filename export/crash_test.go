@@ -66,6 +66,11 @@ func TestExportKilled(t *testing.T) {
 	if entries, _ := os.ReadDir(spool); len(entries) != 1 {
 		t.Errorf("the last killed export should have left its scratch folder: %v", entries)
 	}
+	// The next start of the server removes it too.
+	e.Restart()
+	if entries, _ := os.ReadDir(spool); len(entries) != 0 {
+		t.Errorf("scratch folders left after a start: %v", entries)
+	}
 
 	r := exportCLI(t, e, "--tenant", d.Tenant, "--to", dir)
 	if r.Seq != 1 || r.Rows != int64(len(want)) {

@@ -83,10 +83,15 @@ func (s *S3) Upload(ctx context.Context, key string, createOnly bool) (Upload, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The spool holds sealed bytes only (ciphertext), so a copy left by a
-	// crash reveals nothing; CreateTemp makes it mode 0600 all the same.
+	// The spool file is unlinked at once and used through its descriptor
+	// only: a kill leaves nothing behind, which matters for an export's
+	// files, whose columns may be in the clear (docs/export.md).
 	f, err := os.CreateTemp(s.spoolDir, ".s3-upload-*")
 	if err != nil {
+		return nil, fmt.Errorf("objstore: spool file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("objstore: spool file: %w", err)
 	}
 	return &s3Upload{s: s, ctx: ctx, key: full, createOnly: createOnly, f: f,
@@ -177,14 +182,14 @@ func (u *s3Upload) ownObject() (bool, error) {
 	return strings.Trim(info.ETag, `"`) == hex.EncodeToString(u.md5.Sum(nil)), nil
 }
 
-// Abort removes the spool file; after Commit it does nothing more.
+// Abort closes the spool file, which frees it; after Commit it does
+// nothing more.
 func (u *s3Upload) Abort() {
 	if u.f == nil {
 		u.done = true
 		return
 	}
 	u.f.Close()
-	os.Remove(u.f.Name())
 	u.f = nil
 	u.done = true
 }

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -57,6 +58,33 @@ func PackKey(tenant ids.ID, date string, file ids.ID) string {
 // 20 digits, so that names sort as numbers.
 func ManifestKey(tenant ids.ID, seq int64) string {
 	return fmt.Sprintf("%s%020d.json", kindPrefix(catalog.InS3, kindManifest, tenant), seq)
+}
+
+// packFileOf reads the date and file id a pack file's key names.
+func packFileOf(tenant ids.ID, key string) (date string, file ids.ID, ok bool) {
+	rest, ok := strings.CutPrefix(key, kindPrefix(catalog.InS3, kindParquet, tenant)+"date=")
+	if !ok {
+		return "", file, false
+	}
+	date, name, ok := strings.Cut(rest, "/part-")
+	if !ok {
+		return "", file, false
+	}
+	id, err := ids.Parse(strings.TrimSuffix(name, ".parquet"))
+	if err != nil || !strings.HasSuffix(name, ".parquet") || PackKey(tenant, date, id) != key {
+		return "", file, false
+	}
+	return date, id, true
+}
+
+// manifestSeq reads the number a manifest's key names.
+func manifestSeq(tenant ids.ID, key string) (int64, bool) {
+	name, ok := strings.CutPrefix(key, kindPrefix(catalog.InS3, kindManifest, tenant))
+	if !ok || len(name) != 25 || !strings.HasSuffix(name, ".json") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[:20], 10, 64)
+	return n, err == nil
 }
 
 // manifestPath is a pack file's path as its manifest names it: relative

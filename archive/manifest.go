@@ -182,12 +182,7 @@ func (p *Packer) adoptManifests(ctx context.Context, tenant ids.ID, seq int64, d
 	a := p.a
 	var found []int64
 	err = a.Objects.List(ctx, kindPrefix(catalog.InS3, kindManifest, tenant), func(info objstore.Info) error {
-		name := strings.TrimPrefix(info.Key, kindPrefix(catalog.InS3, kindManifest, tenant))
-		if len(name) != 25 || !strings.HasSuffix(name, ".json") {
-			return nil
-		}
-		n, err := strconv.ParseInt(name[:20], 10, 64)
-		if err == nil && n >= seq {
+		if n, ok := manifestSeq(tenant, info.Key); ok && n >= seq {
 			found = append(found, n)
 		}
 		return nil

@@ -13,6 +13,8 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
+const msgLostRows = "a pack file a purge must rewrite is gone, and no other file holds its other rows; check reports them damaged"
+
 // maxRewriteRounds bounds how often one purge writes a file again because
 // another purge changed it meanwhile; the next sweep goes on.
 const maxRewriteRounds = 4
@@ -94,6 +96,22 @@ func (p *Packer) rewrite(ctx context.Context, f catalog.PackFile) error {
 	var moved []catalog.MovedRow
 	if len(kept) > 0 {
 		src, err := p.download(ctx, f)
+		if errors.Is(err, objstore.ErrNotFound) {
+			// The file is gone, and start-up recovery found its kept rows
+			// in no other file: their bytes are nowhere, and check reports
+			// them damaged. The purge goes on without them.
+			p.log(slog.LevelError, msgLostRows, "rows", len(kept))
+			err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+				if err := tx.LoseRows(f.ID); err != nil {
+					return err
+				}
+				return tx.CommitRewrite(f.Tenant, f.ID, nil, 0, nil, purged)
+			})
+			if errors.Is(err, catalog.ErrChanged) {
+				return errAbandoned
+			}
+			return err
+		}
 		if err != nil {
 			return err
 		}

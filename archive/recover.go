@@ -18,6 +18,8 @@ type Recovery struct {
 	PurgesEnded int // unfinished purges finished
 	PackFiles   int // pending pack files deleted (Parquet storage)
 	PackCopies  int // objects of versions already packed, deleted
+	Adopted     int // pack files a restored catalog did not name, adopted
+	Repointed   int // versions whose rows now name an adopted file
 }
 
 // Recover repairs what a crash can leave (docs/FORMAT.md, "Recovery"). It
@@ -50,6 +52,9 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 			return rec, err
 		}
 		rec.Orphans += n
+	}
+	if rec.Adopted, rec.Repointed, err = a.adoptRestored(ctx); err != nil {
+		return rec, err
 	}
 	if rec.PackFiles, rec.PackCopies, err = a.recoverPacks(ctx); err != nil {
 		return rec, err

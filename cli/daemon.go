@@ -111,7 +111,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	if rec != (archive.Recovery{}) {
 		log.Info("start-up recovery", "temporary_files", rec.Temps, "orphan_objects", rec.Orphans,
 			"keys_destroyed_again", rec.Tombstoned, "purges_finished", rec.PurgesEnded,
-			"pack_files_removed", rec.PackFiles, "packed_objects_removed", rec.PackCopies)
+			"pack_files_removed", rec.PackFiles, "packed_objects_removed", rec.PackCopies,
+			"pack_files_adopted", rec.Adopted, "versions_repointed", rec.Repointed)
 	}
 
 	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)

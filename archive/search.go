@@ -21,8 +21,8 @@ func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
 }
 
 // Search pages through a tenant's vCons whose current version matches
-// every filter (field -> value). An empty result is returned for a filter
-// that normalises to nothing.
+// every filter (field -> value; a subject filter, each of its words). An
+// empty result is returned for a filter that normalises to nothing.
 func (a *Archive) Search(ctx context.Context, tenant ids.ID, filters map[string]string, after ids.ID, limit int) ([]ids.ID, error) {
 	key := a.Key.IndexKey(tenant)
 	var tokens [][16]byte
@@ -31,11 +31,11 @@ func (a *Archive) Search(ctx context.Context, tenant ids.ID, filters map[string]
 		if !ok {
 			continue
 		}
-		t, ok := search.Query(key, f, v)
+		ts, ok := search.Filter(key, f, v)
 		if !ok {
 			return nil, nil
 		}
-		tokens = append(tokens, t)
+		tokens = append(tokens, ts...)
 	}
 	return a.Cat.Search(ctx, tenant, tokens, after, limit)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -190,16 +191,14 @@ func openBucket(cfg *config.Config) (*objstore.S3, error) {
 }
 
 // NewS3Client makes the S3 client of a configuration table ("storage.s3",
-// "export.s3"), reading its secret key file. Tests use it to read a
-// server's bucket as a second client would.
+// "export.s3"), reading its secret key file. Every command that reaches a
+// bucket makes its client here, so every one refuses a secret key file
+// that others may read. Tests use it to read a server's bucket as a
+// second client would.
 func NewS3Client(table string, c *config.S3) (*s3sig.Client, error) {
-	secret, err := os.ReadFile(c.SecretAccessKeyFile)
+	secret, err := readSecret(c.SecretAccessKeyFile)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is named once, below
-		}
-		return nil, fmt.Errorf("configuration: %s.secret_access_key_file: %s cannot be read: %w", table, c.SecretAccessKeyFile, err)
+		return nil, fmt.Errorf("configuration: %s.secret_access_key_file: %s %w", table, c.SecretAccessKeyFile, err)
 	}
 	return s3sig.New(s3sig.Config{
 		Endpoint:    c.Endpoint,
@@ -208,6 +207,42 @@ func NewS3Client(table string, c *config.S3) (*s3sig.Client, error) {
 		PathStyle:   c.PathStyle,
 		CAFile:      c.CAFile,
 	})
+}
+
+// readSecret reads a secret key file, refusing it, as seal.LoadMasterKey
+// refuses the master key file, when its group or others may use it:
+// whoever reads it can sign requests to the bucket. Its error reads after
+// the path.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once, by the caller
+		}
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	defer f.Close()
+	// The mode checked is the mode of the open file, the bytes read.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, errors.New("is a folder, not a file")
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		what := "readable"
+		if perm&0o044 == 0 {
+			what = "writable or executable"
+		}
+		return nil, fmt.Errorf("is %s by group or others (mode %04o); run: chmod 0600 %s (or 0400)", what, perm, path)
+	}
+	secret, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	return secret, nil
 }
 
 // vetBucket refuses a bucket whose settings would keep bytes a purge

@@ -9,6 +9,7 @@ package search
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -22,8 +23,9 @@ const TokenSize = 16
 // Token is one index entry.
 type Token = [TokenSize]byte
 
-// Fields a query may filter on.
-var Fields = []string{"tel", "mailto", "name"}
+// Fields a query may filter on. A subject filter matches only what a
+// tenant with the setting parties+subject indexed (docs/search.md).
+var Fields = []string{"tel", "mailto", "name", "subject"}
 
 // Normalize returns the form of value that field's tokens are made from,
 // or "" when nothing searchable is left.
@@ -75,6 +77,39 @@ func Query(key []byte, field, value string) (Token, bool) {
 	return Of(key, field, n), true
 }
 
+// MaxWords bounds the words of a subject filter: each is one more lookup
+// of the query.
+const MaxWords = 16
+
+// Words are the words of a subject as the index keeps them: runs of
+// letters and digits, each normalised as a subject. A subject filter is
+// split the same way.
+func Words(subject string) []string {
+	var out []string
+	for _, w := range strings.FieldsFunc(subject, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		out = append(out, Normalize("subject", w))
+	}
+	return out
+}
+
+// Filter is the tokens a query filter looks up, every one of which a match
+// must hold: one for tel, mailto and name, one per word for subject. ok is
+// false when the filter leaves nothing searchable (and so can match
+// nothing).
+func Filter(key []byte, field, value string) ([]Token, bool) {
+	if field != "subject" {
+		t, ok := Query(key, field, value)
+		return []Token{t}, ok
+	}
+	var out []Token
+	for _, w := range Words(value) {
+		if t := Of(key, field, w); w != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, len(out) > 0
+}
+
 // Tokens are the distinct tokens of a vCon as mode indexes it.
 func Tokens(key []byte, m *vcon.Meta, mode catalog.SearchMode) []Token {
 	if mode == catalog.SearchOff || m == nil || m.Form == vcon.Encrypted {
@@ -94,7 +129,7 @@ func Tokens(key []byte, m *vcon.Meta, mode catalog.SearchMode) []Token {
 		add("name", p.Name)
 	}
 	if mode == catalog.SearchPartiesSubject && m.Subject != nil {
-		for _, w := range strings.FieldsFunc(*m.Subject, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		for _, w := range Words(*m.Subject) {
 			add("subject", w)
 		}
 	}

@@ -66,6 +66,11 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 			writeError(w, http.StatusForbidden, "this key lacks the "+scope+" scope")
 			return
 		}
+		if msg := badQuery(r); msg != "" {
+			s.audit(r, k, action, r.PathValue("uuid"), http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
 		status, target := h(w, r, k)
 		s.audit(r, k, action, target, status)
 	})
@@ -78,6 +83,10 @@ func (s *Server) operatorRoute(h http.HandlerFunc) http.HandlerFunc {
 		if !k.Operator() {
 			s.audit(r, k, "admin", "", http.StatusForbidden)
 			writeError(w, http.StatusForbidden, "this route needs an operator key")
+			return
+		}
+		if msg := badQuery(r); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
 		h(w, r)

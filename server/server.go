@@ -31,6 +31,10 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if msg := badQuery(r); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("POST /vcons", s.tenantRoute("write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)))

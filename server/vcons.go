@@ -182,6 +182,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 			filters[f] = v[0]
 		}
 	}
+	if len(search.Words(filters["subject"])) > search.MaxWords {
+		return s.fail(w, r, http.StatusBadRequest, "subject must be at most "+strconv.Itoa(search.MaxWords)+" words"), ""
+	}
 	if len(filters) > 0 {
 		return s.search(w, r, k, filters, after, limit)
 	}
@@ -249,8 +252,9 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, http.StatusInternalServerError, "internal error; the server's log has the details")
 }
 
-// search answers a listing filtered by party: the tenant's blind index.
-// The audit record names the filters, never their values.
+// search answers a listing filtered by party (and, for a tenant whose
+// setting is parties+subject, by words of the subject): the tenant's
+// blind index. The audit record names the filters, never their values.
 func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, filters map[string]string, after ids.ID, limit int) (int, string) {
 	names := make([]string, 0, len(filters))
 	for _, f := range search.Fields {
@@ -265,6 +269,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 	}
 	if t.Search == catalog.SearchOff {
 		return s.fail(w, r, http.StatusConflict, "search is off for this tenant; an operator turns it on with vcon-server tenant set-search"), target
+	}
+	if _, ok := filters["subject"]; ok && t.Search != catalog.SearchPartiesSubject {
+		return s.fail(w, r, http.StatusConflict, "this tenant's search indexes parties, not subjects; an operator indexes subjects too with vcon-server tenant set-search, setting parties+subject"), target
 	}
 	got, err := s.Archive.Search(r.Context(), *k.Tenant, filters, after, limit+1)
 	if err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -51,6 +52,32 @@ func TestStartRefusals(t *testing.T) {
 			t.Fatalf("another prefix of the same bucket: %v", err)
 		}
 		first.Start() // the first catalog still starts
+	})
+
+	// A secret key file others may read is refused by serve and by every
+	// command that reaches the bucket, as the master key file would be.
+	t.Run("SecretKeyFileReadableByOthers", func(t *testing.T) {
+		e := testenv.Prepare(t, testenv.Options{Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "")})
+		secret := e.Config.Storage.S3.SecretAccessKeyFile
+		if err := os.Chmod(secret, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := "configuration: storage.s3.secret_access_key_file: " + secret + " is readable by group or others (mode 0644); run: chmod 0600 " + secret + " (or 0400)"
+		if err := e.TryStart(); err == nil || err.Error() != want {
+			t.Fatalf("start:\ngot  %v\nwant %s", err, want)
+		}
+		if _, errOut, code := e.TryCLI("check"); code == 0 || !strings.Contains(errOut, want) {
+			t.Fatalf("check: exit %d: %s\nwant %s", code, errOut, want)
+		}
+		for _, mode := range []os.FileMode{0o400, 0o600} {
+			if err := os.Chmod(secret, mode); err != nil {
+				t.Fatal(err)
+			}
+			if _, errOut, code := e.TryCLI("check"); code != 0 {
+				t.Fatalf("check with mode %04o: exit %d: %s", mode, code, errOut)
+			}
+		}
+		e.Start()
 	})
 
 	t.Run("ObjectsLeftInTheDataDirectory", func(t *testing.T) {

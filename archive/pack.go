@@ -223,9 +223,9 @@ func (p *Packer) packObjects(ctx context.Context, tenant ids.ID, st *PackStats) 
 		}
 		day := time.Date(oldest.Year(), oldest.Month(), oldest.Day(), 0, 0, 0, 0, time.UTC)
 		end := day.AddDate(0, 0, 1)
-		var after ids.ID
+		var after catalog.PackCursor
 		for {
-			cands, err := p.a.Cat.Packable(ctx, tenant, day, end, p.opt.PackLimit, after, p.opt.MaxFileBytes, maxFileRows)
+			cands, next, err := p.a.Cat.Packable(ctx, tenant, day, end, p.opt.PackLimit, after, p.opt.MaxFileBytes, maxFileRows)
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func (p *Packer) packObjects(ctx context.Context, tenant ids.ID, st *PackStats) 
 				st.Files++
 				st.Versions += n
 			}
-			after = cands[len(cands)-1].ID
+			after = next
 		}
 		notBefore = end
 	}

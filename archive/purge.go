@@ -169,8 +169,11 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 			done++
 		}
 	}
+	// One pass over the hidden versions, a page at a time: a version the
+	// pass leaves (held, or changed meanwhile) waits for the next sweep.
+	var after catalog.DueCursor
 	for {
-		due, err := a.Cat.PurgeDue(ctx, a.DefaultRetention, a.now(), 500)
+		due, next, err := a.Cat.PurgeDue(ctx, a.DefaultRetention, a.now(), after, 500)
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -184,9 +187,7 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			break
 		}
-		if n == 0 {
-			break
-		}
+		after = next
 	}
 	return done, errors.Join(errs...)
 }

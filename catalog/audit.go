@@ -52,20 +52,29 @@ func nullString(s string) any {
 	return s
 }
 
-// AuditRecords streams a tenant's records in time order, stored at or after
-// since and before until (zero times: no bound).
+// qAudit reads a tenant's records in a time range, in time order:
+// audit_by_tenant, whose rows end with the record's id.
+const qAudit = `SELECT at, actor, label, action, target, status, '' FROM audit
+	WHERE tenant = ? AND at >= ? AND at < ? ORDER BY at, id`
+
+// qAdminLog reads the admin log's records in a time range, in time order:
+// admin_log_by_time.
+const qAdminLog = `SELECT at, actor, label, action, target, status, tenant FROM admin_log
+	WHERE at >= ? AND at < ? ORDER BY at, id`
+
+// AuditRecords streams a tenant's records in time order (in the order they
+// were written, for one time), stored at or after since and before until
+// (zero times: no bound).
 func (c *Catalog) AuditRecords(ctx context.Context, tenant ids.ID, since, until time.Time, fn func(Record) error) error {
-	return c.records(ctx, `SELECT at, actor, label, action, target, status, '' FROM audit WHERE tenant = ? AND at >= ? AND at < ? ORDER BY id`,
-		[]any{tenant[:]}, since, until, func(r Record) error {
-			r.Tenant = tenant.String()
-			return fn(r)
-		})
+	return c.records(ctx, qAudit, []any{tenant[:]}, since, until, func(r Record) error {
+		r.Tenant = tenant.String()
+		return fn(r)
+	})
 }
 
 // AdminRecords streams the admin log as AuditRecords does a tenant's.
 func (c *Catalog) AdminRecords(ctx context.Context, since, until time.Time, fn func(Record) error) error {
-	return c.records(ctx, `SELECT at, actor, label, action, target, status, tenant FROM admin_log WHERE at >= ? AND at < ? ORDER BY id`,
-		nil, since, until, fn)
+	return c.records(ctx, qAdminLog, nil, since, until, fn)
 }
 
 func (c *Catalog) records(ctx context.Context, q string, args []any, since, until time.Time, fn func(Record) error) error {

@@ -15,13 +15,16 @@ import (
 // read transaction across I/O: it takes the newest version id once, then
 // lists pages of versions in id order, each page one short read.
 
+// qNewest reads the last id of a tenant's range of versions_by_tenant.
+const qNewest = `SELECT max(id) FROM versions WHERE tenant = ?`
+
 // NewestVersion returns the highest version id the tenant has, purged or
 // not, and false when it has none. Version ids are UUIDv7, so every version
 // stored later has a higher id: an export that lists only the ids up to
 // this one is a copy as of the moment it read it.
 func (c *Catalog) NewestVersion(ctx context.Context, tenant ids.ID) (ids.ID, bool, error) {
 	var b []byte
-	err := c.db.QueryRowContext(ctx, `SELECT max(id) FROM versions WHERE tenant = ?`, tenant[:]).Scan(&b)
+	err := c.db.QueryRowContext(ctx, qNewest, tenant[:]).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && b == nil) {
 		return ids.ID{}, false, nil
 	}
@@ -33,16 +36,22 @@ func (c *Catalog) NewestVersion(ctx context.Context, tenant ids.ID) (ids.ID, boo
 	return id, true, nil
 }
 
+// qExport pages through a tenant's kept versions by id, up to the newest
+// an export takes: versions_by_tenant, from the cursor to upto. The
+// primary key's range of ids would serve the query too, reading every
+// tenant's versions in it: INDEXED BY keeps SQLite from it whatever its
+// statistics say, and makes the query fail if the index is gone.
+const qExport = `SELECT ` + versionCols + `, (c.current IS v.id) FROM versions v INDEXED BY versions_by_tenant
+	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.tenant = ? AND v.id > ? AND v.id <= ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
+	ORDER BY v.id LIMIT ?`
+
 // ExportPage lists up to limit of the tenant's kept versions (purge not
 // started), current and hidden, whose id is above after and at most upto
 // and that were stored at or after since and before until (zero times: no
 // bound), in id order. Current is set on each version that is its vCon's
-// current one, so neither hidden nor deleted.
-//
-// The unary + keeps SQLite from the (tenant, uuid, stored_at) index, which
-// would read every version of the tenant and sort them for each page: the
-// primary key's range from after on is read instead, and each page costs
-// the rows it passes, not the tenant's size.
+// current one, so neither hidden nor deleted. A page reads the tenant's
+// versions from after on, none of another tenant's.
 func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, since, until time.Time, limit int) ([]Version, error) {
 	lo, hi := int64(-1<<63), int64(1<<63-1)
 	if !since.IsZero() {
@@ -51,10 +60,7 @@ func (c *Catalog) ExportPage(ctx context.Context, tenant, after, upto ids.ID, si
 	if !until.IsZero() {
 		hi = nanos(until)
 	}
-	return c.versions(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
-		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-		WHERE v.id > ? AND v.id <= ? AND +v.tenant = ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
-		ORDER BY v.id LIMIT ?`, true, after[:], upto[:], tenant[:], lo, hi, limit)
+	return c.versions(ctx, qExport, true, tenant[:], after[:], upto[:], lo, hi, limit)
 }
 
 // KeptVersions looks the given versions up again and returns those still

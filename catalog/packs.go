@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,14 +136,17 @@ func (c *Catalog) TenantsWithPackFiles(ctx context.Context) ([]ids.ID, error) {
 	return c.idList(ctx, `SELECT tenant FROM pack_files UNION SELECT tenant FROM manifests ORDER BY 1`)
 }
 
+// qOldestPackable finds a tenant's oldest object in the bucket from a
+// time on: versions_by_location, from that time to the first that fits.
+const qOldestPackable = `SELECT min(stored_at) FROM versions
+	WHERE location = ? AND tenant = ? AND stored_at >= ? AND purge = 0 AND sealed_size <= ?`
+
 // OldestPackable returns the stored time of the tenant's oldest version, at
 // or after notBefore, that a pack run may take: an object in the bucket of
 // at most limit sealed bytes whose purge has not started.
 func (c *Catalog) OldestPackable(ctx context.Context, tenant ids.ID, limit int64, notBefore time.Time) (time.Time, bool, error) {
 	var n sql.NullInt64
-	err := c.db.QueryRowContext(ctx, `SELECT min(stored_at) FROM versions
-		WHERE location = ? AND tenant = ? AND stored_at >= ? AND purge = 0 AND sealed_size <= ?`,
-		string(InS3), tenant[:], nanos(notBefore), limit).Scan(&n)
+	err := c.db.QueryRowContext(ctx, qOldestPackable, string(InS3), tenant[:], nanos(notBefore), limit).Scan(&n)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("catalog: find objects to pack: %w", err)
 	}
@@ -151,33 +156,53 @@ func (c *Catalog) OldestPackable(ctx context.Context, tenant ids.ID, limit int64
 	return fromNanos(n.Int64), true, nil
 }
 
-// Packable lists, in version order, the versions after the version id
-// after that a pack run may take among those stored in [from, to): at most
-// maxRows, and no more once their sealed bytes reach maxBytes.
-func (c *Catalog) Packable(ctx context.Context, tenant ids.ID, from, to time.Time, limit int64, after ids.ID, maxBytes int64, maxRows int) ([]PackCandidate, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT id, stored_at, sealed_size FROM versions
-		WHERE location = ? AND tenant = ? AND stored_at >= ? AND stored_at < ? AND purge = 0 AND sealed_size <= ? AND id > ?
-		ORDER BY id LIMIT ?`,
-		string(InS3), tenant[:], nanos(from), nanos(to), limit, after[:], maxRows)
+// PackCursor is where a pack run stands among a day's candidates: the
+// stored time and id of the last one Packable listed. The zero value is
+// the start.
+type PackCursor struct {
+	storedAt int64
+	id       ids.ID
+}
+
+// qPackable pages through a tenant's objects in the bucket by stored time
+// then id: versions_by_location, from the cursor to the day's end.
+const qPackable = `SELECT id, stored_at, sealed_size FROM versions
+	WHERE location = ? AND tenant = ? AND (stored_at, id) > (?, ?) AND stored_at < ? AND purge = 0 AND sealed_size <= ?
+	ORDER BY stored_at, id LIMIT ?`
+
+// Packable lists the versions after the cursor that a pack run may take
+// among those stored in [from, to): at most maxRows, and no more once
+// their sealed bytes reach maxBytes. It returns them in version order, as
+// a pack file holds them, and the cursor of the next page.
+func (c *Catalog) Packable(ctx context.Context, tenant ids.ID, from, to time.Time, limit int64, after PackCursor, maxBytes int64, maxRows int) ([]PackCandidate, PackCursor, error) {
+	if after == (PackCursor{}) {
+		after.storedAt = nanos(from) // (from, the zero id) is before every version stored from on
+	}
+	rows, err := c.db.QueryContext(ctx, qPackable, string(InS3), tenant[:], after.storedAt, after.id[:], nanos(to), limit, maxRows)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: list objects to pack: %w", err)
+		return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
 	}
 	defer rows.Close()
 	var out []PackCandidate
 	var total int64
-	for rows.Next() && total < maxBytes {
+	for total < maxBytes && rows.Next() {
 		var p PackCandidate
 		var id []byte
 		var stored int64
 		if err := rows.Scan(&id, &stored, &p.SealedSize); err != nil {
-			return nil, fmt.Errorf("catalog: list objects to pack: %w", err)
+			return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
 		}
 		copy(p.ID[:], id)
 		p.StoredAt = fromNanos(stored)
+		after = PackCursor{storedAt: stored, id: p.ID}
 		total += p.SealedSize
 		out = append(out, p)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
+	}
+	slices.SortFunc(out, func(a, b PackCandidate) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return out, after, nil
 }
 
 // PackRows lists the rows the catalog places in a pack file, in version
@@ -223,10 +248,12 @@ func (c *Catalog) FilesWithPurges(ctx context.Context, tenant ids.ID) (map[ids.I
 // versions after the id after: current, not deleted, not purging. Callers
 // page through them, so no read is held while they write (invariant 7).
 func (c *Catalog) LivePacked(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT v.id FROM versions v JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid AND c.current = v.id
-		WHERE v.tenant = ? AND v.location = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`,
-		tenant[:], string(Packed), after[:], limit)
+	return c.idList(ctx, qLivePacked, string(Packed), tenant[:], after[:], limit)
 }
+
+// qLivePacked pages through a tenant's packed versions by id: versions_at.
+const qLivePacked = `SELECT v.id FROM versions v JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid AND c.current = v.id
+	WHERE v.location = ? AND v.tenant = ? AND v.id > ? AND v.purge = 0 ORDER BY v.id LIMIT ?`
 
 // IsPacked reports whether the version is packed: an object of it that
 // remains is a copy a pack run left before it deleted it.

@@ -13,6 +13,10 @@ import (
 // rotation's transaction: CPU only, no I/O.
 type Rewrap func(tenant, version ids.ID, wrapped []byte) ([]byte, error)
 
+// qKeys pages through every tenant's data keys by version id: the primary
+// key.
+const qKeys = `SELECT id, tenant, wrapped_key FROM versions WHERE id > ? AND wrapped_key IS NOT NULL ORDER BY id LIMIT ?`
+
 // RotateKeys re-wraps every data key the catalog holds, records the new
 // master key's check value and the time of the rotation (meta key_check
 // and rotated_at) and an admin-log record, all in one transaction: either
@@ -41,7 +45,7 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 		}
 		var after ids.ID
 		for {
-			rows, err := tx.query(`SELECT id, tenant, wrapped_key FROM versions WHERE wrapped_key IS NOT NULL AND id > ? ORDER BY id LIMIT ?`, after[:], pageSize)
+			rows, err := tx.query(qKeys, after[:], pageSize)
 			if err != nil {
 				return fmt.Errorf("catalog: rotate: read keys: %w", err)
 			}

@@ -8,32 +8,60 @@ import (
 )
 
 // pageSize bounds how many rows one short read returns: long scans page
-// through the catalog by version id, holding no read transaction across
-// the I/O between pages (invariant 7), and never a whole tenant in memory.
+// through the catalog, holding no read transaction across the I/O between
+// pages (invariant 7), and never a whole tenant in memory. Each page is a
+// range of an index read in the order it pages, from the cursor on
+// (docs/FORMAT.md, "Indexes"), so a scan costs the rows it returns
+// whatever the catalog holds; catalog/plans_test.go checks every paged
+// query's plan.
 const pageSize = 1000
+
+// qKept pages through a tenant's kept versions by id: versions_by_tenant.
+const qKept = `SELECT ` + versionCols + ` FROM versions v
+	WHERE v.tenant = ? AND v.id > ? AND v.purge = 0 ORDER BY v.id LIMIT ?`
 
 // EachKept calls fn for every kept version (purge not started) of a
 // tenant, in version id order.
 func (c *Catalog) EachKept(ctx context.Context, tenant ids.ID, fn func(Version) error) error {
-	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.tenant = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`, []any{tenant[:]}, fn)
+	return c.each(ctx, qKept, func(last *Version) []any {
+		var after ids.ID
+		if last != nil {
+			after = last.ID
+		}
+		return []any{tenant[:], after[:]}
+	}, fn)
 }
 
 // KeptPage returns up to limit kept versions of a tenant after the given
 // version id, in id order.
 func (c *Catalog) KeptPage(ctx context.Context, tenant, after ids.ID, limit int) ([]Version, error) {
-	return c.page(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.tenant = ? AND v.purge = 0 AND v.id > ? ORDER BY v.id LIMIT ?`,
-		[]any{tenant[:], after[:], limit})
+	return c.page(ctx, qKept, []any{tenant[:], after[:], limit})
 }
 
-// EachAt calls fn for every version at a location, in version id order.
+// qAt pages through the versions at a location by tenant, then id:
+// versions_at.
+const qAt = `SELECT ` + versionCols + ` FROM versions v
+	WHERE v.location = ? AND (v.tenant, v.id) > (?, ?) ORDER BY v.tenant, v.id LIMIT ?`
+
+// EachAt calls fn for every version at a location, tenant by tenant, each
+// tenant's in version id order.
 func (c *Catalog) EachAt(ctx context.Context, loc Location, fn func(Version) error) error {
-	return c.each(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.location = ? AND v.id > ? ORDER BY v.id LIMIT ?`, []any{string(loc)}, fn)
+	return c.each(ctx, qAt, func(last *Version) []any {
+		var tenant, after ids.ID
+		if last != nil {
+			tenant, after = last.Tenant, last.ID
+		}
+		return []any{string(loc), tenant[:], after[:]}
+	}, fn)
 }
 
-func (c *Catalog) each(ctx context.Context, q string, args []any, fn func(Version) error) error {
-	var after ids.ID
+// each calls fn for every row of q, a page at a time: q's arguments are
+// cursor's for the page after last (nil before the first page), then the
+// page size.
+func (c *Catalog) each(ctx context.Context, q string, cursor func(last *Version) []any, fn func(Version) error) error {
+	var last *Version
 	for {
-		page, err := c.page(ctx, q, append(append([]any{}, args...), after[:], pageSize))
+		page, err := c.page(ctx, q, append(cursor(last), pageSize))
 		if err != nil {
 			return err
 		}
@@ -45,7 +73,7 @@ func (c *Catalog) each(ctx context.Context, q string, args []any, fn func(Versio
 		if len(page) < pageSize {
 			return nil
 		}
-		after = page[len(page)-1].ID
+		last = &page[len(page)-1]
 	}
 }
 

@@ -124,4 +124,28 @@ CREATE TABLE search_tokens (
 CREATE INDEX search_tokens_by_version ON search_tokens (version);
 CREATE INDEX vcons_by_current ON vcons (current) WHERE current IS NOT NULL;
 `,
+
+	// 3: every scan that pages reads one range of an index, in the order
+	// it pages (docs/FORMAT.md, "Indexes"): a tenant's versions by id, a
+	// location's by tenant and id, the admin log by time, and the search
+	// tokens by the vCon they came from, so a search pages in uuid order.
+	// The tokens move to a table keyed (tenant, token, uuid, version).
+	`
+CREATE INDEX versions_by_tenant ON versions (tenant, id);
+CREATE INDEX versions_at ON versions (location, tenant, id);
+CREATE INDEX admin_log_by_time ON admin_log (at);
+
+CREATE TABLE search_tokens_by_uuid (
+	tenant  BLOB NOT NULL,
+	token   BLOB NOT NULL,
+	uuid    BLOB NOT NULL,
+	version BLOB NOT NULL,
+	PRIMARY KEY (tenant, token, uuid, version)
+) WITHOUT ROWID;
+INSERT INTO search_tokens_by_uuid(tenant, token, uuid, version)
+	SELECT s.tenant, s.token, v.uuid, s.version FROM search_tokens s JOIN versions v ON v.id = s.version;
+DROP TABLE search_tokens;
+ALTER TABLE search_tokens_by_uuid RENAME TO search_tokens;
+CREATE INDEX search_tokens_by_version ON search_tokens (version);
+`,
 }

@@ -19,8 +19,8 @@ import (
 // background indexer may read a version a purge then takes).
 func (tx *Tx) AddTokens(tenant, version ids.ID, tokens [][16]byte) error {
 	for _, t := range tokens {
-		_, err := tx.exec(`INSERT OR IGNORE INTO search_tokens(tenant, token, version)
-			SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM versions WHERE id = ? AND purge = 0)`, tenant[:], t[:], version[:], version[:])
+		_, err := tx.exec(`INSERT OR IGNORE INTO search_tokens(tenant, token, uuid, version)
+			SELECT ?, ?, uuid, id FROM versions WHERE id = ? AND purge = 0`, tenant[:], t[:], version[:])
 		if err != nil {
 			return err
 		}
@@ -135,15 +135,27 @@ func (c *Catalog) Search(ctx context.Context, tenant ids.ID, tokens [][16]byte, 
 	if len(tokens) == 0 {
 		return nil, nil
 	}
-	var q strings.Builder
 	args := []any{tenant[:], tokens[0][:], after[:]}
-	q.WriteString(`SELECT c.uuid FROM search_tokens s JOIN vcons c ON c.current = s.version
-		WHERE s.tenant = ? AND s.token = ? AND c.uuid > ?`)
 	for _, t := range tokens[1:] {
-		q.WriteString(` AND EXISTS (SELECT 1 FROM search_tokens s2 WHERE s2.tenant = s.tenant AND s2.token = ? AND s2.version = s.version)`)
 		args = append(args, t[:])
 	}
-	q.WriteString(` ORDER BY c.uuid LIMIT ?`)
-	args = append(args, limit)
-	return c.idList(ctx, q.String(), args...)
+	return c.idList(ctx, searchQuery(len(tokens)), append(args, limit)...)
+}
+
+// searchQuery pages through the vCons whose current version has n tokens,
+// by uuid: the first token's rows of the primary key, (tenant, token,
+// uuid, version), from the cursor on, each looked up in vcons and, for
+// every other token, in the primary key again.
+func searchQuery(n int) string {
+	var q strings.Builder
+	q.WriteString(`SELECT s.uuid FROM search_tokens s
+	JOIN vcons c ON c.tenant = s.tenant AND c.uuid = s.uuid AND c.current = s.version
+	WHERE s.tenant = ? AND s.token = ? AND s.uuid > ?`)
+	for range n - 1 {
+		q.WriteString(`
+	AND EXISTS (SELECT 1 FROM search_tokens s2 WHERE s2.tenant = s.tenant AND s2.token = ? AND s2.uuid = s.uuid AND s2.version = s.version)`)
+	}
+	q.WriteString(`
+	ORDER BY s.uuid LIMIT ?`)
+	return q.String()
 }

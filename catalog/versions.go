@@ -160,11 +160,13 @@ func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version,
 		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, true, tenant[:], uuid[:])
 }
 
+// qCurrent pages through a tenant's vCons by uuid: the primary key.
+const qCurrent = `SELECT uuid FROM vcons WHERE tenant = ? AND uuid > ? AND current IS NOT NULL ORDER BY uuid LIMIT ?`
+
 // ListCurrent pages through a tenant's vCons that have a current version,
 // in uuid byte order, after the given uuid.
 func (c *Catalog) ListCurrent(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND current IS NOT NULL AND uuid > ? ORDER BY uuid LIMIT ?`,
-		tenant[:], after[:], limit)
+	return c.idList(ctx, qCurrent, tenant[:], after[:], limit)
 }
 
 // Hide clears a vCon's current version and hides every version of it (a
@@ -240,15 +242,46 @@ func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]
 	return out, nil
 }
 
-// PurgeDue lists up to limit versions whose purge may start: hidden, not
-// held, past retention as the tenants' settings say now.
-func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, now time.Time, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT v.id FROM versions v
-		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-		JOIN tenants t ON t.id = v.tenant
-		WHERE v.hidden_at IS NOT NULL AND v.purge = 0 AND c.held = 0
-		  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?
-		ORDER BY v.hidden_at LIMIT ?`, int64(defaultRetention), nanos(now), limit)
+// DueCursor is where a sweep stands among the versions whose purge may be
+// due: the hidden time and id of the last one PurgeDue listed. The zero
+// value is the start.
+type DueCursor struct {
+	hiddenAt int64
+	id       ids.ID
+}
+
+// qDue pages through the hidden versions whose purge may start, by hidden
+// time then id: versions_hidden, from the cursor up to the hidden time the
+// shortest retention of any tenant has reached.
+const qDue = `SELECT v.id, v.hidden_at FROM versions v
+	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	JOIN tenants t ON t.id = v.tenant
+	WHERE v.hidden_at IS NOT NULL AND v.purge = 0 AND (v.hidden_at, v.id) > (?, ?)
+	  AND v.hidden_at <= ? - (SELECT min(COALESCE(retention_days * 86400000000000, ?)) FROM tenants)
+	  AND c.held = 0 AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?
+	ORDER BY v.hidden_at, v.id LIMIT ?`
+
+// PurgeDue lists up to limit versions after the cursor whose purge may
+// start: hidden, not held, past retention as the tenants' settings say
+// now; in the order they were hidden. It returns the cursor of the next
+// page, so that a sweep passes each version once, held ones included.
+func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, now time.Time, after DueCursor, limit int) ([]ids.ID, DueCursor, error) {
+	rows, err := c.db.QueryContext(ctx, qDue, after.hiddenAt, after.id[:],
+		nanos(now), int64(defaultRetention), int64(defaultRetention), nanos(now), limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
+	}
+	defer rows.Close()
+	var out []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b, &after.hiddenAt); err != nil {
+			return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
+		}
+		copy(after.id[:], b)
+		out = append(out, after.id)
+	}
+	return out, after, rows.Err()
 }
 
 // Purging lists the versions whose key is destroyed and whose bytes may

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -16,12 +19,25 @@ func by(r *http.Request) catalog.Actor {
 	return catalog.Actor{Name: actor(k), Label: k.Label}
 }
 
-// readJSON decodes a small JSON body strictly: unknown fields refused.
+// readJSON decodes a small JSON body strictly: unknown fields refused, and
+// anything but white space after the one JSON value too (a body with more
+// may mean one thing here and another to a proxy or a log).
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	body := http.MaxBytesReader(w, r.Body, 64<<10)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "the body must be a JSON object: "+err.Error())
+		return false
+	}
+	rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), body))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "the body must be a JSON object: "+err.Error())
+		return false
+	}
+	if more := bytes.TrimLeft(rest, " \t\r\n"); len(more) > 0 {
+		at := dec.InputOffset() + int64(len(rest)-len(more))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body must be a JSON object: more data follows the object at byte %d; send one JSON value only", at))
 		return false
 	}
 	return true

@@ -36,6 +36,13 @@ type Limits struct {
 	AuthWindow   time.Duration
 	AuthBlock    time.Duration
 
+	// RefusedBodyBytes and RefusedBodyTime bound the reading of the rest
+	// of a store's body after a refusal, so that a client that writes its
+	// whole body before reading reads the refusal (server/drain.go).
+	// Defaults: 32 × max_vcon_size and 30 seconds.
+	RefusedBodyBytes int64
+	RefusedBodyTime  time.Duration
+
 	// Now is the limiter's clock (time.Now when nil).
 	Now func() time.Time
 }

@@ -35,6 +35,10 @@ func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // store serves POST /vcons and PUT /vcons/{uuid}.
 func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.Request, catalog.Key) (int, string) {
 	return func(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+		// A refusal reads the rest of the body, within bounds, once it is
+		// sent (server/drain.go).
+		w, finish := s.refusedBodies(w, r)
+		defer finish()
 		req := archive.StoreRequest{Tenant: *k.Tenant, Mode: mode}
 		target := ""
 		if mode == catalog.Replace {
@@ -240,7 +244,8 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		// The rest of the body is not read: close rather than drain it.
+		// The connection cannot serve another request: the rest of the
+		// body is left unread, or read and dropped (server/drain.go).
 		w.Header().Set("Connection", "close")
 	}
 	writeError(w, status, msg)

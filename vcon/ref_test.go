@@ -32,6 +32,9 @@ func refInspect(data []byte, limit int64) (*Meta, string) {
 	if !ok {
 		return nil, "invalid"
 	}
+	if refDup(data) {
+		return nil, "invalid"
+	}
 	m := &Meta{Form: refForm(obj), PartyCount: CountUnknown, DialogCount: CountUnknown, Size: int64(len(data))}
 	var uuid any
 	switch m.Form {
@@ -49,8 +52,10 @@ func refInspect(data []byte, limit int64) (*Meta, string) {
 				}
 			}
 		}
-		p, tooLarge := refPayload(obj["payload"], limit)
+		p, dup, tooLarge := refPayload(obj["payload"], limit)
 		switch {
+		case dup:
+			return nil, "invalid"
 		case uuid != nil:
 		case p != nil:
 			uuid = p["uuid"]
@@ -88,43 +93,51 @@ func refForm(obj map[string]any) Form {
 }
 
 // refPayload decodes a payload whole: '=' padding only at the end, the
-// standard alphabet allowed, gzip when it starts with its magic.
-func refPayload(v any, limit int64) (p map[string]any, tooLarge bool) {
+// standard alphabet allowed, gzip when it starts with its magic. dup
+// reports a JSON object payload, of any form, that repeats a member the
+// package reads.
+func refPayload(v any, limit int64) (p map[string]any, dup, tooLarge bool) {
 	s, ok := v.(string)
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	s = strings.NewReplacer("\r", "", "\n", "", "+", "-", "/", "_").Replace(s)
 	if i := strings.IndexByte(s, '='); i >= 0 {
 		if strings.Trim(s[i:], "=") != "" {
-			return nil, false
+			return nil, false, false
 		}
 		s = s[:i]
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
-			return nil, false
+			return nil, false, false
 		}
 		b, err = io.ReadAll(io.LimitReader(zr, limit+1))
 		if err != nil {
-			return nil, false
+			return nil, false, false
 		}
 		if int64(len(b)) > limit {
-			return nil, true
+			return nil, false, true
 		}
 	}
 	if refDepth(b) > maxDepth {
-		return nil, false
+		return nil, false, false
 	}
-	if err := json.Unmarshal(b, &p); err != nil || p == nil || refForm(p) != Unsigned {
-		return nil, false
+	if err := json.Unmarshal(b, &p); err != nil || p == nil {
+		return nil, false, false
 	}
-	return p, false
+	if refDup(b) {
+		return nil, true, false
+	}
+	if refForm(p) != Unsigned {
+		return nil, false, false
+	}
+	return p, false, false
 }
 
 func refFill(m *Meta, obj map[string]any) {
@@ -168,6 +181,113 @@ func refFill(m *Meta, obj map[string]any) {
 	if ds, ok := obj["dialog"].([]any); ok {
 		m.DialogCount = len(ds)
 	}
+}
+
+// refDup reports whether a valid JSON text, whose top level is an object,
+// repeats within one object a member the package reads: a top-level one,
+// tel, mailto or name of an object in parties, header of an object in
+// signatures, or uuid of such a header or of unprotected.
+func refDup(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	top, err := refOrdered(dec)
+	if err != nil {
+		panic(err) // the callers pass valid JSON only
+	}
+	o, _ := top.(refObject)
+	if o.dup("uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected") {
+		return true
+	}
+	for _, m := range o {
+		switch m.key {
+		case "parties":
+			a, _ := m.value.([]any)
+			for _, p := range a {
+				if p, _ := p.(refObject); p.dup("tel", "mailto", "name") {
+					return true
+				}
+			}
+		case "signatures":
+			a, _ := m.value.([]any)
+			for _, sig := range a {
+				sig, _ := sig.(refObject)
+				if sig.dup("header") {
+					return true
+				}
+				for _, h := range sig {
+					if hdr, _ := h.value.(refObject); h.key == "header" && hdr.dup("uuid") {
+						return true
+					}
+				}
+			}
+		case "unprotected":
+			if u, _ := m.value.(refObject); u.dup("uuid") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refObject is a JSON object with its members in order, repeats kept.
+type refObject []refMember
+
+type refMember struct {
+	key   string
+	value any
+}
+
+// dup reports whether one of names is the key of two members.
+func (o refObject) dup(names ...string) bool {
+	for _, n := range names {
+		k := 0
+		for _, m := range o {
+			if m.key == n {
+				k++
+			}
+		}
+		if k > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// refOrdered reads the next value with objects as refObject.
+func refOrdered(dec *json.Decoder) (any, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t {
+	case json.Delim('{'):
+		o := refObject{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := refOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			o = append(o, refMember{k.(string), v})
+		}
+		_, err := dec.Token()
+		return o, err
+	case json.Delim('['):
+		a := []any{}
+		for dec.More() {
+			v, err := refOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := dec.Token()
+		return a, err
+	}
+	return t, nil
 }
 
 // refDepth is the deepest nesting of a valid JSON text.

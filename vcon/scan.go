@@ -135,7 +135,20 @@ func (s *scanner) valueStart() (byte, error) {
 	case '{', '[', '"', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return c, nil
 	}
-	return 0, s.unexpected(c, "a value")
+	return 0, s.unexpected(c, "a value"+s.notJSONNumber())
+}
+
+// notJSONNumber explains, when the input at the current offset spells NaN
+// or Infinity, that JSON has no such numbers: Python's json.dumps writes
+// them (unless allow_nan=False), and the bare "unexpected character 'N'"
+// would leave its user guessing.
+func (s *scanner) notJSONNumber() string {
+	for _, w := range []string{"NaN", "Infinity"} {
+		if s.more(len(w)) && string(s.buf[s.i:s.i+len(w)]) == w {
+			return ": NaN and Infinity are not JSON numbers; send null or a string instead"
+		}
+	}
+	return ""
 }
 
 // end checks that only whitespace follows the value just read.

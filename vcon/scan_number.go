@@ -34,7 +34,7 @@ func (s *scanner) number() error {
 	case isDigit(c):
 		s.digits()
 	default:
-		return s.unexpected(c, "a digit")
+		return s.unexpected(c, "a digit"+s.notJSONNumber())
 	}
 	if c, ok := s.peek(); ok && c == '.' {
 		s.i++

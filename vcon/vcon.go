@@ -16,8 +16,12 @@
 // whatever the body.
 //
 // Rules a caller may need (the rest is in the comments of Meta):
-//   - Duplicate keys: the last one wins, as in encoding/json and jq, so the
-//     uuid found here is the one `jq .uuid` prints.
+//   - Duplicate keys: a member this package reads (members.go lists
+//     them, and where) that appears twice in one object refuses the vCon,
+//     naming the member: parsers disagree on which of the two counts
+//     (encoding/json and jq take the last, others the first), so the
+//     server would key or index a vCon by a value its reader may not see.
+//     Any other member may repeat, and is stored as sent.
 //   - Strings are valid UTF-8 after capture: invalid bytes and lone \u
 //     surrogates (both of which JSON syntax allows) read as U+FFFD.
 //   - Byte offsets in reasons count from 0, in the JSON text: the inflated
@@ -191,6 +195,8 @@ type doc struct {
 
 	payload    *doc  // a signed vCon's payload, read; nil when it could not be
 	payloadErr error // why it could not
+
+	dup string // the first member read twice in one object, by its path
 }
 
 type docOptions struct {
@@ -220,7 +226,9 @@ func readDoc(r io.Reader, limit int64, opt docOptions) (*doc, error) {
 		return nil, &InvalidError{Reason: "not a vCon: the top level is " + kindName(c) + ", a vCon is a JSON object"}
 	}
 	d := &doc{}
+	var seen uint32
 	err = s.object(func(key []byte) error {
+		d.once(&seen, topMembers, key, func() string { return string(key) })
 		var err error
 		switch string(key) {
 		case "uuid":
@@ -330,14 +338,18 @@ func (d *doc) readParties(s *scanner) error {
 	if c != '[' {
 		return s.skip()
 	}
+	i := -1
 	d.partyCount, err = s.array(func() error {
+		i++
 		var p Party
 		c, err := s.valueStart()
 		if err != nil {
 			return err
 		}
 		if c == '{' {
+			var seen uint32
 			err = s.object(func(key []byte) error {
+				d.once(&seen, partyMembers, key, func() string { return fmt.Sprintf("parties[%d].%s", i, key) })
 				switch string(key) {
 				case "tel":
 					return captureString(s, &p.Tel, MaxPartyFieldLen)
@@ -374,12 +386,16 @@ func (d *doc) readSignatures(s *scanner) error {
 	_, err = s.array(func() error {
 		i++
 		var uuid value
+		var seen uint32
 		if err := objectMembers(s, func(key []byte) error {
+			d.once(&seen, signatureMembers, key, func() string { return fmt.Sprintf("signatures[%d].header", i) })
 			if string(key) != "header" {
 				return s.skip()
 			}
 			uuid = value{}
+			var seen uint32
 			return objectMembers(s, func(key []byte) error {
+				d.once(&seen, uuidMember, key, func() string { return fmt.Sprintf("signatures[%d].header.uuid", i) })
 				if string(key) != "uuid" {
 					return s.skip()
 				}
@@ -400,7 +416,9 @@ func (d *doc) readSignatures(s *scanner) error {
 
 func (d *doc) readUnprotected(s *scanner) error {
 	d.unprotectedUUID = value{}
+	var seen uint32
 	return objectMembers(s, func(key []byte) error {
+		d.once(&seen, uuidMember, key, func() string { return "unprotected.uuid" })
 		if string(key) != "uuid" {
 			return s.skip()
 		}
@@ -452,6 +470,9 @@ func (d *doc) readPayload(s *scanner, limit int64) error {
 // meta checks the document as the form it turned out to be and makes its
 // Meta.
 func (d *doc) meta() (*Meta, error) {
+	if d.dup != "" {
+		return nil, dupError(d.dup, "")
+	}
 	m := &Meta{Form: d.form(), PartyCount: CountUnknown, DialogCount: CountUnknown}
 	var err error
 	switch m.Form {
@@ -461,6 +482,10 @@ func (d *doc) meta() (*Meta, error) {
 		}
 		m.UUID, err = checkUUID(d.unprotectedUUID, "unprotected.uuid")
 	case Signed:
+		if d.payload != nil && d.payload.dup != "" {
+			// Whatever its form: a verifier reads the payload too.
+			return nil, dupError(d.payload.dup, " in the payload")
+		}
 		p, why := d.payload, d.payloadErr
 		if p != nil && p.form() != Unsigned {
 			p, why = nil, fmt.Errorf("it is a %s vCon, not an unsigned one", p.form())

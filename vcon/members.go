@@ -1,0 +1,40 @@
+package vcon
+
+// Duplicate members. JSON (RFC 8259) leaves a repeated member name to the
+// parser: encoding/json and jq take the last, others the first or refuse.
+// The server keys, indexes and describes a vCon by the members it reads, so
+// one of those repeated in one object would let the server and the vCon's
+// reader see different vCons: such a body is refused, naming the member.
+// Members the walk does not read may repeat; the body is stored as sent.
+
+// The members the walk reads, object by object (the same lists in a signed
+// vCon's payload). Each list holds at most 32 names (see once).
+var (
+	topMembers       = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected"}
+	partyMembers     = []string{"tel", "mailto", "name"}
+	signatureMembers = []string{"header"}
+	uuidMember       = []string{"uuid"} // of signatures[i].header and of unprotected
+)
+
+// once notes that the object whose members seen records has a member key;
+// when key is one of names and was seen before, the first such duplicate
+// of the document is kept in d.dup, named by path (called only then). The
+// walk goes on: a body that is not JSON is called so before a duplicate.
+func (d *doc) once(seen *uint32, names []string, key []byte, path func() string) {
+	for i, n := range names {
+		if string(key) != n {
+			continue
+		}
+		if bit := uint32(1) << i; *seen&bit == 0 {
+			*seen |= bit
+		} else if d.dup == "" {
+			d.dup = path()
+		}
+		return
+	}
+}
+
+// dupError refuses a document with a member read twice.
+func dupError(path, where string) error {
+	return &InvalidError{Reason: "duplicate member " + path + where + ": it appears twice in one object, and JSON parsers disagree on which one counts; send it once"}
+}

@@ -40,9 +40,10 @@ func (c *Catalog) NewestVersion(ctx context.Context, tenant ids.ID) (ids.ID, boo
 // an export takes: versions_by_tenant, from the cursor to upto. The
 // primary key's range of ids would serve the query too, reading every
 // tenant's versions in it: INDEXED BY keeps SQLite from it whatever its
-// statistics say, and makes the query fail if the index is gone.
+// statistics say, and makes the query fail if the index is gone; CROSS
+// JOIN keeps versions the outer loop.
 const qExport = `SELECT ` + versionCols + `, (c.current IS v.id) FROM versions v INDEXED BY versions_by_tenant
-	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
 	WHERE v.tenant = ? AND v.id > ? AND v.id <= ? AND v.purge = 0 AND v.stored_at >= ? AND v.stored_at < ?
 	ORDER BY v.id LIMIT ?`
 

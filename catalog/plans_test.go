@@ -42,7 +42,7 @@ func planCases(f *planFixture) []planCase {
 		{"qExport", qExport, []any{t, mid, f.newest[:], day, day + int64(48*time.Hour), 500},
 			"SEARCH v USING INDEX versions_by_tenant (tenant=? AND id>? AND id<?)"},
 		{"qCurrent", qCurrent, []any{t, f.midUUID[:], 100},
-			"SEARCH vcons USING PRIMARY KEY (tenant=? AND uuid>?)"},
+			"SEARCH vcons USING INDEX vcons_current (tenant=? AND uuid>?)"},
 		{"qDue", qDue, []any{f.due.hiddenAt, f.due.id[:], nanos(f.now), int64(30 * 24 * time.Hour), int64(30 * 24 * time.Hour), nanos(f.now), 500},
 			"SEARCH v USING INDEX versions_hidden ((hidden_at,id)>(?,?) AND hidden_at<?)"},
 		{"qPackable", qPackable, []any{string(InS3), t, day, mid, day + int64(24*time.Hour), int64(1 << 20), 1 << 20},

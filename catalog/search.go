@@ -145,11 +145,13 @@ func (c *Catalog) Search(ctx context.Context, tenant ids.ID, tokens [][16]byte, 
 // searchQuery pages through the vCons whose current version has n tokens,
 // by uuid: the first token's rows of the primary key, (tenant, token,
 // uuid, version), from the cursor on, each looked up in vcons and, for
-// every other token, in the primary key again.
+// every other token, in the primary key again. CROSS JOIN keeps the
+// tokens the outer loop, whatever statistics SQLite has: it would else
+// read every vCon of the tenant, in uuid order, for a token a few hold.
 func searchQuery(n int) string {
 	var q strings.Builder
 	q.WriteString(`SELECT s.uuid FROM search_tokens s
-	JOIN vcons c ON c.tenant = s.tenant AND c.uuid = s.uuid AND c.current = s.version
+	CROSS JOIN vcons c ON c.tenant = s.tenant AND c.uuid = s.uuid AND c.current = s.version
 	WHERE s.tenant = ? AND s.token = ? AND s.uuid > ?`)
 	for range n - 1 {
 		q.WriteString(`

@@ -160,8 +160,11 @@ func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version,
 		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, true, tenant[:], uuid[:])
 }
 
-// qCurrent pages through a tenant's vCons by uuid: the primary key.
-const qCurrent = `SELECT uuid FROM vcons WHERE tenant = ? AND uuid > ? AND current IS NOT NULL ORDER BY uuid LIMIT ?`
+// qCurrent pages through a tenant's vCons by uuid: vcons_current, which
+// holds only those with a current version (the primary key would serve
+// too, with the deleted ones in its range).
+const qCurrent = `SELECT uuid FROM vcons INDEXED BY vcons_current
+	WHERE tenant = ? AND uuid > ? AND current IS NOT NULL ORDER BY uuid LIMIT ?`
 
 // ListCurrent pages through a tenant's vCons that have a current version,
 // in uuid byte order, after the given uuid.
@@ -252,10 +255,11 @@ type DueCursor struct {
 
 // qDue pages through the hidden versions whose purge may start, by hidden
 // time then id: versions_hidden, from the cursor up to the hidden time the
-// shortest retention of any tenant has reached.
+// shortest retention of any tenant has reached; each looked up in vcons
+// and tenants (CROSS JOIN keeps versions the outer loop).
 const qDue = `SELECT v.id, v.hidden_at FROM versions v
-	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-	JOIN tenants t ON t.id = v.tenant
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	CROSS JOIN tenants t ON t.id = v.tenant
 	WHERE v.hidden_at IS NOT NULL AND v.purge = 0 AND (v.hidden_at, v.id) > (?, ?)
 	  AND v.hidden_at <= ? - (SELECT min(COALESCE(retention_days * 86400000000000, ?)) FROM tenants)
 	  AND c.held = 0 AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?

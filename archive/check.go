@@ -26,9 +26,10 @@ type CheckOptions struct {
 	Parquet bool
 	// Deep also opens every version with its data key.
 	Deep bool
-	// Opened, when set, is told the sealed size of each version --deep
-	// opened, for a progress line.
-	Opened func(sealed int64)
+	// Checked, when set, is told the sealed size of each version once it
+	// is checked (opened too with Deep), damaged or not, for a progress
+	// line.
+	Checked func(sealed int64)
 }
 
 // TenantReport is what check finds of one tenant.
@@ -82,6 +83,9 @@ func (c *Checker) Tenant(ctx context.Context, t catalog.Tenant) (TenantReport, e
 		ok, err := c.version(ctx, v)
 		if err != nil {
 			return err
+		}
+		if c.opt.Checked != nil {
+			c.opt.Checked(v.SealedSize)
 		}
 		if !ok {
 			r.Damaged = append(r.Damaged, v.ID.String())
@@ -146,9 +150,6 @@ func (c *Checker) version(ctx context.Context, v catalog.Version) (bool, error) 
 		rc.Close()
 		if err == nil && n != v.Size {
 			err = ErrDamaged
-		}
-		if c.opt.Opened != nil {
-			c.opt.Opened(v.SealedSize)
 		}
 	}
 	if err != nil {

@@ -28,12 +28,13 @@ type MoveStats struct {
 // a's bucket, one at a time, each in the order the format requires: copy,
 // verify, commit the new location, then delete the old copy
 // (docs/FORMAT.md, "Move objects"). The server is stopped. A run cut off
-// anywhere is finished by the next run.
-func (a *Archive) MoveObjects(ctx context.Context, dir objstore.Store) (MoveStats, error) {
+// anywhere is finished by the next run. moved, when not nil, is told the
+// sealed size of each object once it is moved, for a progress line.
+func (a *Archive) MoveObjects(ctx context.Context, dir objstore.Store, moved func(sealed int64)) (MoveStats, error) {
 	if a.Loc != catalog.InS3 {
 		return MoveStats{}, errors.New("objects are moved into a bucket, and this archive's objects are in the data directory")
 	}
-	m := mover{ctx: ctx, cat: a.Cat, dir: dir, bucket: a.Objects}
+	m := mover{ctx: ctx, cat: a.Cat, dir: dir, bucket: a.Objects, moved: moved}
 	if err := a.Cat.EachAt(ctx, catalog.InDir, m.move); err != nil {
 		return m.st, err
 	}
@@ -45,6 +46,7 @@ type mover struct {
 	cat         *catalog.Catalog
 	dir, bucket objstore.Store
 	st          MoveStats
+	moved       func(sealed int64)
 }
 
 func (m *mover) move(v catalog.Version) error {
@@ -77,6 +79,9 @@ func (m *mover) move(v catalog.Version) error {
 	}
 	m.st.Moved++
 	m.st.Bytes += v.SealedSize
+	if m.moved != nil {
+		m.moved(v.SealedSize)
+	}
 	return nil
 }
 

@@ -15,12 +15,17 @@ import (
 // one transaction (docs/FORMAT.md, "Master-key rotation"). The server is
 // stopped: one running on the old key would wrap new data keys that the
 // new key cannot open. Nothing changes unless the transaction commits, so
-// a rotation cut off anywhere leaves the old key working.
-func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *seal.MasterKey) (int, error) {
+// a rotation cut off anywhere leaves the old key working. rewrapped, when
+// not nil, is told each key re-wrapped (1), for a progress line; it runs
+// inside the transaction, so it must be quick.
+func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *seal.MasterKey, rewrapped func(keys int)) (int, error) {
 	rewrap := func(tenant, version ids.ID, wrapped []byte) ([]byte, error) {
 		dk, err := oldKey.Unwrap(wrapped, tenant, version)
 		if err != nil {
 			return nil, fmt.Errorf("the data key of version %s (tenant %s) does not open with the current master key, so nothing was rotated; vcon-server check --deep names the damaged versions", version, tenant)
+		}
+		if rewrapped != nil {
+			rewrapped(1)
 		}
 		return newKey.Wrap(dk, tenant, version)
 	}

@@ -3,9 +3,6 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"io"
-	"os"
-	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/objstore"
@@ -42,15 +39,17 @@ func runCheck(e *env, deep bool) error {
 			return err
 		}
 	}
-	var prog *progress
+	// Plain check stats every version, --deep reads and opens it: both
+	// can run for minutes at a million versions.
+	label, what := "check", "versions checked"
 	if deep {
-		if prog = newProgress(e.stderr); prog != nil {
-			if prog.total, err = cat.CountKept(e.ctx); err != nil {
-				return err
-			}
-			opt.Opened = prog.add
-		}
+		label, what = "check --deep", "versions opened"
 	}
+	prog, err := newProgress(e.stderr, label, what, deep, func() (int, error) { return cat.CountKept(e.ctx) })
+	if err != nil {
+		return err
+	}
+	opt.Checked = prog.add
 	c := archive.NewChecker(opt)
 	tenants, err := cat.Tenants(e.ctx)
 	if err != nil {
@@ -64,6 +63,7 @@ func runCheck(e *env, deep bool) error {
 		}
 		damaged += len(r.Damaged)
 		problems += len(r.Problems)
+		prog.done()
 		if err := e.emit(r); err != nil {
 			return err
 		}
@@ -73,49 +73,4 @@ func runCheck(e *env, deep bool) error {
 		return fmt.Errorf("check found %d damaged version(s) and %d problem(s); the lines above name them", damaged, problems)
 	}
 	return nil
-}
-
-// progress prints a line on a terminal while check --deep reads: count,
-// rate and an estimate of the time left, so a long run shows it moves.
-type progress struct {
-	w     io.Writer
-	start time.Time
-	last  time.Time
-	n     int
-	total int
-	bytes int64
-}
-
-func newProgress(w io.Writer) *progress {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return &progress{w: w, start: time.Now()}
-}
-
-func (p *progress) add(n int64) {
-	if p == nil {
-		return
-	}
-	p.n++
-	p.bytes += n
-	if time.Since(p.last) < 500*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	secs := time.Since(p.start).Seconds()
-	rate := float64(p.n) / secs
-	left := time.Duration(float64(p.total-p.n)/rate) * time.Second
-	fmt.Fprintf(p.w, "\rcheck --deep: %d of %d versions opened, %.0f/s, %.1f MiB/s, about %s left ",
-		p.n, p.total, rate, float64(p.bytes)/secs/(1<<20), left.Round(time.Second))
-}
-
-func (p *progress) done() {
-	if p != nil {
-		fmt.Fprintln(p.w)
-	}
 }

@@ -97,6 +97,10 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 		return err
 	}
 
+	prog, err := newProgress(e.stderr, "export parquet", "versions exported", true, func() (int, error) { return cat.CountExport(e.ctx, t.ID, s, u) })
+	if err != nil {
+		return err
+	}
 	// An interrupted export removes what it wrote before it exits.
 	ctx, stop := signal.NotifyContext(e.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -104,7 +108,9 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 		Archive: a, Tenant: t, Since: s, Until: u,
 		Target: dst, To: target.To, Actor: catalog.CLI.Name,
 		MaxVconSize: cfg.MaxVconSize, TempDir: scratch,
+		Progress: prog.add,
 	})
+	prog.done()
 	if err != nil {
 		if ctx.Err() != nil && e.ctx.Err() == nil {
 			return errors.New("the export was interrupted; it wrote no manifest and removed the files it had written")

@@ -46,7 +46,12 @@ func runMoveObjects(e *env, _ *flag.FlagSet, _ []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.MoveObjects(e.ctx, dir)
+	prog, err := newProgress(e.stderr, "storage move-objects", "objects moved", true, func() (int, error) { return cat.CountAt(e.ctx, catalog.InDir) })
+	if err != nil {
+		return err
+	}
+	st, err := a.MoveObjects(e.ctx, dir, prog.add)
+	prog.done()
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,12 @@ func runRotate(e *env, newPath string) error {
 	if string(newMK.CheckValue()) == string(oldKey.CheckValue()) {
 		return fmt.Errorf("the new key file %s holds the same key as the current master key %s; make a new key file", abs, cfg.MasterKey)
 	}
-	n, err := archive.RotateMasterKey(e.ctx, cat, oldKey, newMK)
+	prog, err := newProgress(e.stderr, "master-key rotate", "data keys re-wrapped", false, func() (int, error) { return cat.CountWrappedKeys(e.ctx) })
+	if err != nil {
+		return err
+	}
+	n, err := archive.RotateMasterKey(e.ctx, cat, oldKey, newMK, prog.addN)
+	prog.done()
 	if err != nil {
 		return err
 	}

@@ -92,6 +92,11 @@ type Options struct {
 	TempDir string
 	Now     func() time.Time
 
+	// Progress, when set, is told the sealed size of each version once
+	// its row is written or it is skipped, in version order from one
+	// goroutine, for a progress line.
+	Progress func(sealed int64)
+
 	// Test seams. AfterFetch runs once a version's sealed bytes have
 	// arrived and before its key is looked up again. BeforePublish runs
 	// once the manifest number is chosen, before the manifest is written.
@@ -354,6 +359,9 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 // write adds one finished item's row to the current part file, rolling to
 // a new file at a new date or past the size bound.
 func (x *run) write(ctx context.Context, j *item) error {
+	if x.opt.Progress != nil {
+		x.opt.Progress(j.v.SealedSize)
+	}
 	if j.skip {
 		x.skip++
 		return nil

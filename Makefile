@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench soak fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench soak scale fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -48,6 +48,14 @@ release:
 SOAK ?= 3m
 soak: test-tools
 	VCON_SOAK=$(SOAK) $(GO) test -count=1 -timeout 180m -v -run 'TestLoadThroughFaults|TestParquetThroughFaults|TestKillsUnderLoad|TestLoadS3|TestLoad$$|TestCrashPoints' ./test/reliability/
+
+# The scale benchmark (issue 20): catalogs of 10,000, 100,000 and 1,000,000
+# versions, the time per version and peak RSS of check, check --deep,
+# export, the purge sweep, listing, master-key rotate and start-up, run as
+# the real binary; VCON_SCALE_SIZES=2000,10000 picks the sizes. Never part
+# of test.
+scale:
+	VCON_SCALE=1 $(GO) test -count=1 -timeout 180m -v -run '^TestScale$$' ./test/scale/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60

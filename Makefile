@@ -17,13 +17,17 @@ run: build
 	scripts/run-local.sh
 
 # Everything: formatting, vet, and every test with the race detector,
-# against real S3 servers and real DuckDB, which test-tools installs.
+# against real S3 servers and real DuckDB, which test-tools installs; then
+# test/openapi, the OpenAPI document checked with an OpenAPI library, a
+# module of its own so that the library is no requirement of the binary.
 test: lint test-tools
 	$(GO) test -race -timeout 30m ./...
+	cd test/openapi && $(GO) test -count=1 ./...
 
 test-tools:
 	scripts/install-test-tools.sh
 	scripts/install-duckdb.sh
+	cd test/openapi && $(GO) mod download
 
 # The documentation pages, run against the real binary (also part of test).
 docs-test: build test-tools
@@ -32,6 +36,7 @@ docs-test: build test-tools
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd test/openapi && $(GO) vet ./...
 
 bench: test-tools
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...

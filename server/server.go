@@ -24,37 +24,65 @@ type Server struct {
 	Limits Limits
 }
 
+// A route is a pattern the mux answers, the key it needs and its handler.
+// The key is "" for none, keyOperator for an operator key, or the scope a
+// tenant key must hold. docs/openapi.json describes each route with the
+// same key; server/openapi_test.go holds the two to each other.
+type route struct {
+	pattern, key string
+	handler      http.HandlerFunc
+}
+
+// keyOperator is the key of the admin routes and /metrics.
+const keyOperator = "operator"
+
+// routes is every route of the API (docs/api.md).
+func (s *Server) routes() []route {
+	tenant := func(pattern, scope, action string, h func(http.ResponseWriter, *http.Request, catalog.Key) (int, string)) route {
+		return route{pattern, scope, s.tenantRoute(scope, action, h)}
+	}
+	operator := func(pattern string, h http.HandlerFunc) route {
+		return route{pattern, keyOperator, s.operatorRoute(h)}
+	}
+	return []route{
+		{"GET /health", "", func(w http.ResponseWriter, r *http.Request) {
+			if msg := badQuery(r); msg != "" {
+				writeError(w, http.StatusBadRequest, msg)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{"GET /openapi.json", "", serveOpenAPI},
+
+		tenant("POST /vcons", "write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)),
+		tenant("PUT /vcons/{uuid}", "write", storeAction(catalog.Replace), s.store(catalog.Replace)),
+		tenant("GET /vcons/{uuid}", "read", "read", s.read),
+		tenant("GET /vcons/{uuid}/versions", "read", "versions", s.versions),
+		tenant("GET /vcons", "read", "list", s.list),
+		tenant("DELETE /vcons/{uuid}", "delete", "delete", s.delete),
+
+		operator("POST /admin/tenants", s.createTenant),
+		operator("GET /admin/tenants", s.listTenants),
+		operator("GET /admin/tenants/{id}", s.showTenant),
+		operator("PUT /admin/tenants/{id}/metadata", s.setMetadata),
+		operator("PUT /admin/tenants/{id}/retention", s.setRetention),
+		operator("PUT /admin/tenants/{id}/search", s.setSearch),
+		operator("GET /admin/tenants/{id}/holds", s.listHolds),
+		operator("PUT /admin/tenants/{id}/holds/{uuid}", s.hold(true)),
+		operator("DELETE /admin/tenants/{id}/holds/{uuid}", s.hold(false)),
+		operator("GET /metrics", s.Metrics.serve),
+	}
+}
+
 // Handler returns the routes.
 func (s *Server) Handler() http.Handler {
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics(metrics.NewRegistry())
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if msg := badQuery(r); msg != "" {
-			writeError(w, http.StatusBadRequest, msg)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("POST /vcons", s.tenantRoute("write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)))
-	mux.HandleFunc("PUT /vcons/{uuid}", s.tenantRoute("write", storeAction(catalog.Replace), s.store(catalog.Replace)))
-	mux.HandleFunc("GET /vcons/{uuid}", s.tenantRoute("read", "read", s.read))
-	mux.HandleFunc("GET /vcons/{uuid}/versions", s.tenantRoute("read", "versions", s.versions))
-	mux.HandleFunc("GET /vcons", s.tenantRoute("read", "list", s.list))
-	mux.HandleFunc("DELETE /vcons/{uuid}", s.tenantRoute("delete", "delete", s.delete))
-
-	mux.HandleFunc("POST /admin/tenants", s.operatorRoute(s.createTenant))
-	mux.HandleFunc("GET /admin/tenants", s.operatorRoute(s.listTenants))
-	mux.HandleFunc("GET /admin/tenants/{id}", s.operatorRoute(s.showTenant))
-	mux.HandleFunc("PUT /admin/tenants/{id}/metadata", s.operatorRoute(s.setMetadata))
-	mux.HandleFunc("PUT /admin/tenants/{id}/retention", s.operatorRoute(s.setRetention))
-	mux.HandleFunc("PUT /admin/tenants/{id}/search", s.operatorRoute(s.setSearch))
-	mux.HandleFunc("GET /admin/tenants/{id}/holds", s.operatorRoute(s.listHolds))
-	mux.HandleFunc("PUT /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(true)))
-	mux.HandleFunc("DELETE /admin/tenants/{id}/holds/{uuid}", s.operatorRoute(s.hold(false)))
-	mux.HandleFunc("GET /metrics", s.operatorRoute(s.Metrics.serve))
-
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.pattern, rt.handler)
+	}
 	return s.guard(routeErrors(mux, s.Metrics.instrument(mux, s.Log)))
 }
 

@@ -1,0 +1,291 @@
+package openapitest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/search"
+	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+)
+
+// Exchange is one request to the server and its answer.
+type Exchange struct {
+	Name   string // what the request tries
+	Method string
+	Target string // path and query
+	Header http.Header
+	Body   []byte
+	// Valid says the request is well formed by the document (its
+	// parameters, headers and body), so a validator must accept it. A
+	// request made to be refused (a body that is not a vCon, no key) is
+	// not.
+	Valid bool
+
+	Status     int
+	RespHeader http.Header
+	RespBody   []byte
+}
+
+func (x Exchange) String() string {
+	return fmt.Sprintf("%s (%s %s): %d %.200s", x.Name, x.Method, x.Target, x.Status, x.RespBody)
+}
+
+// Request is x's request, its body readable.
+func (x Exchange) Request() *http.Request {
+	r := httptest.NewRequest(x.Method, "https://localhost"+x.Target, bytes.NewReader(x.Body))
+	r.Header = x.Header.Clone()
+	return r
+}
+
+// Response is x's answer, its body readable.
+func (x Exchange) Response(req *http.Request) *http.Response {
+	return &http.Response{StatusCode: x.Status, Status: http.StatusText(x.Status), Header: x.RespHeader.Clone(),
+		Body: io.NopCloser(bytes.NewReader(x.RespBody)), ContentLength: int64(len(x.RespBody)), Request: req,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+}
+
+// MaxSize is the max_vcon_size of the server Exchanges runs.
+const MaxSize = 64 << 10
+
+// runner sends requests to one in-process handler, each from an address
+// of its own, so that the failed authentications of one request never
+// block another's (but for the requests that block on purpose).
+type runner struct {
+	t    *testing.T
+	h    http.Handler
+	addr int
+	out  []Exchange
+}
+
+func (r *runner) nextAddr() string {
+	r.addr++
+	return fmt.Sprintf("[2001:db8:%x::1]:443", r.addr) // a /64 of its own
+}
+
+// do sends one request and records it; headers alternate name and value,
+// added in order, so a name may repeat.
+func (r *runner) do(name string, valid bool, method, target, token string, body []byte, headers ...string) Exchange {
+	return r.from(r.nextAddr(), name, valid, method, target, token, body, headers...)
+}
+
+func (r *runner) from(addr, name string, valid bool, method, target, token string, body []byte, headers ...string) Exchange {
+	r.t.Helper()
+	x := Exchange{Name: name, Method: method, Target: target, Header: http.Header{}, Body: body, Valid: valid}
+	if token != "" {
+		x.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		x.Header.Add(headers[i], headers[i+1])
+	}
+	req := x.Request()
+	req.RemoteAddr = addr
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, req)
+	res := rec.Result()
+	x.Status, x.RespHeader, x.RespBody = res.StatusCode, res.Header, rec.Body.Bytes()
+	r.out = append(r.out, x)
+	return x
+}
+
+// expect sends one request that must get status.
+func (r *runner) expect(status int, name string, valid bool, method, target, token string, body []byte, headers ...string) Exchange {
+	r.t.Helper()
+	x := r.do(name, valid, method, target, token, body, headers...)
+	if x.Status != status {
+		r.t.Errorf("%s, want %d", x, status)
+	}
+	return x
+}
+
+// Exchanges starts a server and sends it, for every operation d
+// documents, requests meant to get each status the operation documents
+// (but 500, which no request of a client causes), and returns every
+// request and answer. Refusals that every route shares (no key, the
+// wrong key, a header sent twice, a blocked address) are asked of every
+// operation; the rest are written per route below.
+func Exchanges(t *testing.T, d *Doc) []Exchange {
+	e := testenv.New(t, testenv.Options{})
+	tenant := e.Tenant("acme")
+	writer := e.NewKey(tenant, "write").Token
+	reader := e.NewKey(tenant, "read").Token
+	deleter := e.NewKey(tenant, "delete").Token
+	ops := e.OperatorKey().Token
+	s := &server.Server{Archive: e.Daemon.Archive, Cat: e.Daemon.Cat, Log: slog.New(slog.DiscardHandler), MaxSize: MaxSize,
+		Limits: server.Limits{AuthFailures: 2}}
+	r := &runner{t: t, h: s.Handler()}
+
+	// What every operation answers alike.
+	missing := ids.NewRandom().String()
+	for _, op := range d.Sorted() {
+		target := strings.NewReplacer("{uuid}", missing, "{id}", tenant).Replace(op.Path)
+		m := op.Method
+		switch op.Key {
+		case "":
+			r.expect(200, "no key", true, m, target, "", nil)
+		case "operator":
+			r.expect(401, "no key", false, m, target, "", nil)
+			r.expect(403, "a tenant key", false, m, target, writer, nil)
+		default:
+			r.expect(401, "no key", false, m, target, "", nil)
+			r.expect(403, "an operator key", false, m, target, ops, nil)
+			other := map[string]string{"write": reader, "read": deleter, "delete": writer}[op.Key]
+			r.expect(403, "a key without the "+op.Key+" scope", false, m, target, other, nil)
+		}
+		r.expect(400, "a header twice", false, m, target, ops, nil, "If-None-Match", `"a"`, "If-None-Match", `"b"`)
+		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter}[op.Key]
+		r.expect(400, "a query parameter the route does not take", false, m, target+"?nope=1", right, nil)
+		// Two failed authentications block an address (Limits above);
+		// then it gets 429 without a valid key, on every route.
+		addr := r.nextAddr()
+		for i := 0; i < 2; i++ {
+			r.from(addr, "failing authentication", false, "GET", "/vcons", "", nil)
+		}
+		if x := r.from(addr, "after failed authentications", false, m, target, "", nil); x.Status != 429 || x.RespHeader.Get("Retry-After") == "" {
+			t.Errorf("%s, want 429 with Retry-After", x)
+		}
+	}
+
+	vcons(r, writer, reader, deleter, ops, tenant)
+	admin(r, ops, tenant)
+	return r.out
+}
+
+func gz(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func vcons(r *runner, writer, reader, deleter, ops, tenant string) {
+	t := r.t
+	ct := []string{"Content-Type", "application/vcon"}
+	u := ids.NewRandom().String()
+	body := apitest.NewVcon(u, "openapi", "+15555550100")
+
+	// POST /vcons
+	r.expect(201, "a vCon", true, "POST", "/vcons", writer, body, ct...)
+	r.expect(201, "a vCon as application/json", true, "POST", "/vcons", writer,
+		apitest.NewVcon(ids.NewRandom().String(), "json", "+15555550101"), "Content-Type", "application/json")
+	zipped := ids.NewRandom().String()
+	r.expect(201, "a gzip vCon", true, "POST", "/vcons", writer,
+		gz(t, apitest.NewVcon(zipped, "gzip", "+15555550102")), "Content-Type", "application/vcon+gzip")
+	encoded := ids.NewRandom().String()
+	r.expect(201, "a vCon sent with Content-Encoding gzip", true, "POST", "/vcons", writer,
+		gz(t, apitest.NewVcon(encoded, "encoded", "+15555550103")), "Content-Type", "application/vcon+json", "Content-Encoding", "gzip")
+	r.expect(409, "a uuid already stored", true, "POST", "/vcons", writer, body, ct...)
+	r.expect(400, "no uuid", false, "POST", "/vcons", writer, []byte(`{"vcon":"0.4.0","parties":[]}`), ct...)
+	r.expect(400, "broken gzip", false, "POST", "/vcons", writer, []byte("\x1f\x8bnot gzip"), "Content-Type", "application/vcon+gzip")
+	big := apitest.NewVcon(ids.NewRandom().String(), strings.Repeat("a", MaxSize), "+15555550104")
+	r.expect(413, "too large", false, "POST", "/vcons", writer, big, ct...)
+	r.expect(415, "text/plain", false, "POST", "/vcons", writer, body, "Content-Type", "text/plain")
+	r.expect(415, "brotli", false, "POST", "/vcons", writer, body, "Content-Type", "application/vcon", "Content-Encoding", "br")
+
+	// PUT /vcons/{uuid}
+	r.expect(200, "a new version", true, "PUT", "/vcons/"+u, writer, apitest.NewVcon(u, "openapi, again", "+15555550100"), ct...)
+	fresh := ids.NewRandom().String()
+	r.expect(201, "a first version", true, "PUT", "/vcons/"+fresh, writer, apitest.NewVcon(fresh, "put", "+15555550105"), ct...)
+	r.expect(400, "another uuid in the body", true, "PUT", "/vcons/"+ids.NewRandom().String(), writer, body, ct...)
+	r.expect(400, "not a vCon", false, "PUT", "/vcons/"+u, writer, []byte(`[1, 2]`), ct...)
+	r.expect(404, "a path that is not a uuid", false, "PUT", "/vcons/not-a-uuid", writer, body, ct...)
+	r.expect(413, "too large", false, "PUT", "/vcons/"+u, writer, big, ct...)
+	r.expect(415, "no Content-Type", false, "PUT", "/vcons/"+u, writer, body)
+
+	// GET /vcons/{uuid}
+	got := r.expect(200, "a read", true, "GET", "/vcons/"+u, reader, nil)
+	r.expect(304, "a read of the version held", true, "GET", "/vcons/"+u, reader, nil, "If-None-Match", got.RespHeader.Get("ETag"))
+	r.expect(200, "a gzip read", true, "GET", "/vcons/"+zipped, reader, nil)
+	r.expect(200, "a read sent with Content-Encoding", true, "GET", "/vcons/"+encoded, reader, nil)
+	r.expect(404, "a uuid never stored", true, "GET", "/vcons/"+ids.NewRandom().String(), reader, nil)
+
+	// GET /vcons/{uuid}/versions
+	r.expect(200, "versions", true, "GET", "/vcons/"+u+"/versions", reader, nil)
+	r.expect(404, "versions of a uuid never stored", true, "GET", "/vcons/"+ids.NewRandom().String()+"/versions", reader, nil)
+
+	// GET /vcons
+	r.expect(200, "a list", true, "GET", "/vcons", reader, nil)
+	r.expect(200, "a page", true, "GET", "/vcons?limit=2&after="+ids.NewRandom().String(), reader, nil)
+	r.expect(400, "limit 0", false, "GET", "/vcons?limit=0", reader, nil)
+	r.expect(400, "after, not a uuid", false, "GET", "/vcons?after=x", reader, nil)
+	r.expect(400, "an empty filter", false, "GET", "/vcons?tel=", reader, nil)
+	r.expect(409, "a search while search is off", true, "GET", "/vcons?tel=%2B15555550100", reader, nil)
+	r.expect(200, "search on", true, "PUT", "/admin/tenants/"+tenant+"/search", ops, []byte(`{"search":"parties"}`), "Content-Type", "application/json")
+	for _, f := range search.Fields {
+		value := map[string]string{"tel": "%2B15555550100", "mailto": "a%40example.com", "name": "ada"}[f]
+		if value == "" {
+			value = "word"
+		}
+		status := 200
+		if f == "subject" {
+			status = 409 // the setting is parties, not parties+subject
+		}
+		r.expect(status, "a search by "+f, true, "GET", "/vcons?"+f+"="+value+"&limit=10", reader, nil)
+	}
+	if slices.Contains(search.Fields, "subject") {
+		r.expect(200, "subjects indexed too", true, "PUT", "/admin/tenants/"+tenant+"/search", ops, []byte(`{"search":"parties+subject"}`), "Content-Type", "application/json")
+		r.expect(200, "a search by subject", true, "GET", "/vcons?subject=openapi", reader, nil)
+	}
+
+	// DELETE /vcons/{uuid}
+	r.expect(200, "a hold", true, "PUT", "/admin/tenants/"+tenant+"/holds/"+u, ops, nil)
+	r.expect(409, "a held vCon", true, "DELETE", "/vcons/"+u, deleter, nil)
+	r.expect(200, "a release", true, "DELETE", "/admin/tenants/"+tenant+"/holds/"+u, ops, nil)
+	r.expect(204, "a delete", true, "DELETE", "/vcons/"+u, deleter, nil)
+	r.expect(404, "a delete again", true, "DELETE", "/vcons/"+u, deleter, nil)
+}
+
+func admin(r *runner, ops, tenant string) {
+	js := []string{"Content-Type", "application/json"}
+	missing := "/admin/tenants/" + ids.NewRandom().String()
+	at := "/admin/tenants/" + tenant
+
+	r.expect(201, "a tenant", true, "POST", "/admin/tenants", ops, []byte(`{"name":"globex"}`), js...)
+	r.expect(409, "a name taken", true, "POST", "/admin/tenants", ops, []byte(`{"name":"globex"}`), js...)
+	r.expect(400, "a bad name", false, "POST", "/admin/tenants", ops, []byte(`{"name":"Globex Inc"}`), js...)
+	r.expect(400, "an unknown field", false, "POST", "/admin/tenants", ops, []byte(`{"name":"initech","plan":"gold"}`), js...)
+	r.expect(200, "the tenants", true, "GET", "/admin/tenants", ops, nil)
+	r.expect(200, "a tenant", true, "GET", at, ops, nil)
+	r.expect(404, "a tenant never made", true, "GET", missing, ops, nil)
+	r.expect(404, "an id that is not a uuid", false, "GET", "/admin/tenants/acme", ops, nil)
+
+	for _, c := range []struct{ route, good, bad string }{
+		{"metadata", `{"metadata":"form"}`, `{"metadata":"everything"}`},
+		{"retention", `{"retention":"365d"}`, `{"retention":"1y"}`},
+		{"retention", `{"retention":null}`, `{"retention":7}`},
+		{"search", `{"search":"off"}`, `{"search":"all"}`},
+	} {
+		r.expect(200, "a "+c.route+" setting", true, "PUT", at+"/"+c.route, ops, []byte(c.good), js...)
+		r.expect(400, "a bad "+c.route+" setting", false, "PUT", at+"/"+c.route, ops, []byte(c.bad), js...)
+		r.expect(404, "a "+c.route+" setting of a tenant never made", true, "PUT", missing+"/"+c.route, ops, []byte(c.good), js...)
+	}
+
+	held := ids.NewRandom().String()
+	r.expect(200, "a hold", true, "PUT", at+"/holds/"+held, ops, nil)
+	r.expect(200, "the holds", true, "GET", at+"/holds", ops, nil)
+	r.expect(404, "the holds of a tenant never made", true, "GET", missing+"/holds", ops, nil)
+	r.expect(200, "a release", true, "DELETE", at+"/holds/"+held, ops, nil)
+	for _, m := range []string{"PUT", "DELETE"} {
+		r.expect(400, "a hold on what is not a uuid", false, m, at+"/holds/x", ops, nil)
+		r.expect(404, "a hold at a tenant never made", true, m, missing+"/holds/"+held, ops, nil)
+	}
+
+	r.expect(200, "metrics", true, "GET", "/metrics", ops, nil)
+	r.expect(200, "health", true, "GET", "/health", "", nil)
+	r.expect(200, "this document", true, "GET", "/openapi.json", "", nil)
+}

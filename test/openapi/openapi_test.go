@@ -1,0 +1,114 @@
+// Package openapi checks docs/openapi.json with libopenapi and its
+// validator (pb33f): the document against the OpenAPI 3.1 schema, and
+// every request and answer of test/kit/openapitest's exchanges with a
+// real server against the document.
+package openapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	verrors "github.com/pb33f/libopenapi-validator/errors"
+
+	"github.com/vcon-server/vcon-server/docs"
+	"github.com/vcon-server/vcon-server/test/kit/openapitest"
+)
+
+func load(t *testing.T) validator.Validator {
+	t.Helper()
+	b, err := os.ReadFile(openapitest.Path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, docs.OpenAPI) {
+		t.Fatal("docs.OpenAPI is not docs/openapi.json")
+	}
+	doc, err := libopenapi.NewDocument(b)
+	if err != nil {
+		t.Fatalf("libopenapi cannot read docs/openapi.json: %v", err)
+	}
+	if v := doc.GetVersion(); v != "3.1.0" {
+		t.Fatalf("docs/openapi.json is OpenAPI %s, want 3.1.0", v)
+	}
+	v, errs := validator.NewValidator(doc)
+	for _, err := range errs {
+		t.Errorf("docs/openapi.json: %v", err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	return v
+}
+
+func report(t *testing.T, what string, errs []*verrors.ValidationError) {
+	t.Helper()
+	for _, e := range errs {
+		msg := e.Message + ": " + e.Reason
+		for _, s := range e.SchemaValidationErrors {
+			msg += "\n\t" + s.FieldPath + " (" + s.KeywordLocation + "): " + s.Reason
+		}
+		t.Errorf("%s: %s", what, msg)
+	}
+}
+
+// TestDocument: docs/openapi.json is a valid OpenAPI 3.1 document.
+func TestDocument(t *testing.T) {
+	v := load(t)
+	if ok, errs := v.ValidateDocument(); !ok {
+		report(t, "docs/openapi.json", errs)
+	}
+}
+
+// TestExchanges: every answer a real server gave in openapitest's
+// exchanges is one the document describes (its status, content type,
+// headers and body), and every request made to be well formed is one the
+// document accepts.
+func TestExchanges(t *testing.T) {
+	v := load(t)
+	d := openapitest.Load(t, openapitest.Path(t))
+	xs := openapitest.Exchanges(t, d)
+	if len(xs) == 0 {
+		t.Fatal("no exchanges")
+	}
+	for _, x := range xs {
+		x = decoded(t, x)
+		if x.Valid {
+			if ok, errs := v.ValidateHttpRequestSync(x.Request()); !ok {
+				report(t, "request "+x.String(), errs)
+			}
+		}
+		req := x.Request()
+		if ok, errs := v.ValidateHttpResponse(req, x.Response(req)); !ok {
+			report(t, "answer "+x.String(), errs)
+		}
+	}
+}
+
+// decoded is x with its bodies sent with Content-Encoding gzip
+// decompressed: the document describes the content, not its coding.
+func decoded(t *testing.T, x openapitest.Exchange) openapitest.Exchange {
+	un := func(b []byte) []byte {
+		r, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: %v", x, err)
+		}
+		out, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", x, err)
+		}
+		return out
+	}
+	if strings.EqualFold(x.Header.Get("Content-Encoding"), "gzip") && x.Valid {
+		x.Body = un(x.Body)
+	}
+	if strings.EqualFold(x.RespHeader.Get("Content-Encoding"), "gzip") {
+		x.RespBody = un(x.RespBody)
+	}
+	return x
+}

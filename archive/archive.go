@@ -40,6 +40,9 @@ type Config struct {
 type Archive struct {
 	Config
 	packer *Packer // nil without Parquet storage
+
+	// rec is storage's purge count and the stores in flight (recover.go).
+	rec recoveryState
 }
 
 // New makes the Archive of c. With Parquet storage it also removes what an

@@ -17,6 +17,10 @@ import (
 // MarkerKey names the object that binds a bucket and prefix to one catalog.
 const MarkerKey = "catalog-id"
 
+// PurgeCountKey names the object that holds storage's count of purges, in
+// the data directory or the bucket (docs/FORMAT.md, "Purge of an object").
+const PurgeCountKey = "purge-count"
+
 // The kinds of object a tenant's folder holds.
 const (
 	kindObjects  = "objects"

@@ -121,9 +121,10 @@ func readRange(ctx context.Context, s objstore.Store, key string, off, n int64) 
 	return io.ReadAll(rc)
 }
 
-// sweepLocal moves the purge tombstones too, so a start on a restored
-// catalog still finds them, and removes local objects a cut-off run left
-// after committing their move, or whose store never committed.
+// sweepLocal moves the purge count and the purge tombstones too, so a
+// start on a restored catalog still finds them, and removes local objects
+// a cut-off run left after committing their move, or whose store never
+// committed.
 func (m *mover) sweepLocal() error {
 	var tombs, stale []string
 	err := m.dir.List(m.ctx, "", func(info objstore.Info) error {
@@ -145,6 +146,21 @@ func (m *mover) sweepLocal() error {
 	if err != nil {
 		return err
 	}
+	// The purge count goes before the tombstones, as a purge writes them
+	// (docs/FORMAT.md, "Purge of an object"); the bucket's is never lowered.
+	local, _, err := readCount(m.ctx, m.dir)
+	if err != nil {
+		return err
+	}
+	inBucket, _, err := readCount(m.ctx, m.bucket)
+	if err != nil {
+		return err
+	}
+	if local > max(inBucket, 0) {
+		if err := writeCount(m.ctx, m.bucket, local); err != nil {
+			return fmt.Errorf("copy the purge count to the bucket: %w", err)
+		}
+	}
 	for _, key := range tombs {
 		_, tenant, version, _ := dirKey(key)
 		if err := objstore.Put(m.ctx, m.bucket, TombstoneKey(catalog.InS3, tenant, version), bytes.NewReader(nil), false); err != nil {
@@ -154,6 +170,9 @@ func (m *mover) sweepLocal() error {
 			return err
 		}
 		m.st.Tombstones++
+	}
+	if err := m.dir.Delete(m.ctx, PurgeCountKey); err != nil {
+		return err
 	}
 	for _, key := range stale {
 		if err := m.dir.Delete(m.ctx, key); err != nil {

@@ -201,7 +201,13 @@ func (p *Packer) finishDeletes(ctx context.Context, tenant ids.ID) error {
 		oldSeqs = append(oldSeqs, ms[i].Seq)
 	}
 	// The tombstones go first, so that a catalog restored from an older
-	// backup destroys these keys again (docs/FORMAT.md, "Purge of an object").
+	// backup destroys these keys again, after storage's purge count
+	// (docs/FORMAT.md, "Purge of an object").
+	if len(purged) > 0 {
+		if err := a.raisePurgeCount(ctx); err != nil {
+			return err
+		}
+	}
 	for _, id := range purged {
 		err := objstore.Put(ctx, a.Objects, TombstoneKey(a.Loc, tenant, id), bytes.NewReader(nil), false)
 		if err != nil {
@@ -240,62 +246,32 @@ func (p *Packer) finishDeletes(ctx context.Context, tenant ids.ID) error {
 
 // recoverPacks repairs what a cut-off pack run, merge or rewrite left
 // (docs/FORMAT.md, "Pack run", invariant 1): a pending file is deleted and
-// forgotten, and an object whose version is already packed is deleted. A
+// forgotten. The objects of versions already packed are left to Look. A
 // pack file no row names at all is left alone: after a catalog restore it
 // may hold the only copy of rows the catalog can still open; check reports
 // it.
-func (a *Archive) recoverPacks(ctx context.Context) (files, objects int, err error) {
+func (a *Archive) recoverPacks(ctx context.Context) (files int, err error) {
 	if a.Loc != catalog.InS3 {
-		return 0, 0, nil
+		return 0, nil
 	}
 	pending, err := a.Cat.PackFilesIn(ctx, catalog.PackPending)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for _, f := range pending {
 		if err := a.Objects.Delete(ctx, f.Key); err != nil {
-			return files, 0, wrapf("recovery: delete a pending pack file", err)
+			return files, wrapf("recovery: delete a pending pack file", err)
 		}
 		id := f.ID
 		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.RemovePendingPack(id) }); err != nil {
-			return files, 0, err
+			return files, err
 		}
 		files++
 	}
 	if files > 0 && a.Log != nil {
 		a.Log.Info(msgRecoveryFiles, "removed", files)
 	}
-	tenants, err := a.Cat.TenantsWithPackFiles(ctx)
-	if err != nil {
-		return files, 0, err
-	}
-	for _, t := range tenants {
-		var copies []string
-		err := a.Objects.List(ctx, kindPrefix(catalog.InS3, kindObjects, t), func(info objstore.Info) error {
-			id, ok := versionOf(info.Key)
-			if !ok {
-				return nil
-			}
-			packed, err := a.Cat.IsPacked(ctx, id)
-			if err != nil {
-				return err
-			}
-			if packed {
-				copies = append(copies, info.Key)
-			}
-			return nil
-		})
-		if err != nil {
-			return files, objects, wrapf("recovery: list objects", err)
-		}
-		for _, key := range copies {
-			if err := a.Objects.Delete(ctx, key); err != nil {
-				return files, objects, wrapf("recovery: delete the object of a packed version", err)
-			}
-			objects++
-		}
-	}
-	return files, objects, nil
+	return files, nil
 }
 
 // ensureManifests ensures the manifest of every tenant that has pack files

@@ -65,6 +65,14 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 		if destroyed, err = tx.DestroyKeys(versions, a.DefaultRetention); err != nil {
 			return err
 		}
+		if len(destroyed) > 0 {
+			// Counted in the transaction that destroys the keys: the count
+			// storage gets before the tombstones (docs/FORMAT.md, "Purge
+			// of an object").
+			if _, err := tx.CountPurge(); err != nil {
+				return err
+			}
+		}
 		for _, v := range destroyed {
 			err := tx.Audit(v.Tenant, catalog.Record{Actor: "server", Label: "retention", Action: "purge", Target: v.UUID.String(), Status: 200})
 			if err != nil {
@@ -103,12 +111,17 @@ func (a *Archive) checkpoint(ctx context.Context) error {
 	return a.Cat.Checkpoint(cctx)
 }
 
-// finishPurge removes the bytes of a version whose key is destroyed: the
-// tombstone first, then the object, proven gone, then the catalog row.
+// finishPurge removes the bytes of a version whose key is destroyed:
+// storage's purge count raised first, then the tombstone, then the object,
+// proven gone, then the catalog row.
 func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
 	if v.Location == catalog.Packed {
 		return a.purgePacked(ctx, v)
 	}
+	if err := a.raisePurgeCount(ctx); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.PurgeAfterCount)
 	if err := a.writeTombstone(ctx, v); err != nil {
 		return err
 	}

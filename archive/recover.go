@@ -1,8 +1,12 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -10,22 +14,29 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
+// Recovery has two halves (docs/check-and-recovery.md, "Crash safety and
+// start-up recovery"). Recover runs before the server answers and does
+// only what is pending: its work follows what the catalog says was left
+// half done, not how much the store holds. Look runs after, in the
+// background: the routine look at every object.
+
 // Recovery counts what a start-up recovery repaired.
 type Recovery struct {
 	Temps       int // temporary files a crash left
-	Orphans     int // objects no catalog row names
 	Tombstoned  int // keys destroyed again from storage tombstones
 	PurgesEnded int // unfinished purges finished
 	PackFiles   int // pending pack files deleted (Parquet storage)
-	PackCopies  int // objects of versions already packed, deleted
 	Adopted     int // pack files a restored catalog did not name, adopted
 	Repointed   int // versions whose rows now name an adopted file
 }
 
-// Recover repairs what a crash can leave (docs/FORMAT.md, "Recovery"). It
-// runs at start, while this process holds the data directory's lock, so no
-// store is in flight: every object no row names was written by a request
-// that never committed, and its key was never kept (invariant 2).
+const msgBehind = "start-up recovery: storage counted more purges than the catalog, which was restored from an older copy; every tombstone is read"
+
+// Recover repairs, before the server answers, what a crash or a restore
+// left pending (docs/FORMAT.md, "The order of every write", "Restore"). It
+// runs while this process holds the data directory's lock and before it
+// accepts a request, so no store is in flight. It lists no tenant's
+// objects: what needs that is Look's.
 func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 	var rec Recovery
 	if d, ok := a.Objects.(interface {
@@ -37,29 +48,18 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 		}
 		rec.Temps = n
 	}
-	tenants, err := a.Cat.Tenants(ctx)
+	n, err := a.reapplyTombstones(ctx)
+	rec.Tombstoned = n
 	if err != nil {
 		return rec, err
-	}
-	for _, t := range tenants {
-		n, err := a.reapplyTombstones(ctx, t.ID)
-		if err != nil {
-			return rec, err
-		}
-		rec.Tombstoned += n
-		n, err = a.removeOrphans(ctx, t.ID, a.now())
-		if err != nil {
-			return rec, err
-		}
-		rec.Orphans += n
 	}
 	if rec.Adopted, rec.Repointed, err = a.adoptRestored(ctx); err != nil {
 		return rec, err
 	}
-	if rec.PackFiles, rec.PackCopies, err = a.recoverPacks(ctx); err != nil {
+	if rec.PackFiles, err = a.recoverPacks(ctx); err != nil {
 		return rec, err
 	}
-	n, err := a.Sweep(ctx)
+	n, err = a.Sweep(ctx)
 	rec.PurgesEnded = n
 	if err != nil {
 		return rec, err
@@ -74,8 +74,55 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 
 // reapplyTombstones destroys the key of every version that storage says was
 // purged but the catalog can still open: the catalog was restored from a
-// backup taken before the purge.
-func (a *Archive) reapplyTombstones(ctx context.Context, tenant ids.ID) (int, error) {
+// backup taken before the purge (docs/FORMAT.md, "Restore"). It lists the
+// tombstones only when storage's purge count is above the catalog's, or
+// cannot be told (the catalog has none yet; storage's is missing while
+// the catalog counted purges, or is not a count); otherwise every
+// tombstone is of a purge this catalog made, and it reads one small
+// object.
+func (a *Archive) reapplyTombstones(ctx context.Context) (int, error) {
+	stored, readable, err := a.readPurgeCount(ctx)
+	if err != nil {
+		return 0, err
+	}
+	have, known, err := a.Cat.PurgeCount(ctx)
+	if err != nil {
+		return 0, err
+	}
+	a.rec.purges.set(stored)
+	behind := known && readable && stored > have
+	unknown := !known || !readable || (stored < 0 && have > 0)
+	if !behind && !unknown {
+		return 0, nil
+	}
+	if behind && a.Log != nil {
+		a.Log.Info(msgBehind, "purges_in_storage", stored, "purges_in_catalog", have)
+	}
+	tenants, err := a.Cat.Tenants(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, t := range tenants {
+		n, err := a.reapplyTenant(ctx, t.ID)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	// Only now that every key a tombstone names is destroyed does the
+	// catalog catch up: a start cut before this reads them all again.
+	if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.RaisePurgeCount(max(stored, 0)) }); err != nil {
+		return total, err
+	}
+	// And storage's count is written again where it was missing or not a
+	// count, so the next start need not read the tombstones.
+	return total, a.raisePurgeCount(ctx)
+}
+
+// reapplyTenant destroys again the keys of the tenant's versions that
+// have a tombstone and that the catalog keeps.
+func (a *Archive) reapplyTenant(ctx context.Context, tenant ids.ID) (int, error) {
 	var found []ids.ID
 	err := a.Objects.List(ctx, kindPrefix(a.Loc, kindPurged, tenant), func(info objstore.Info) error {
 		id, ok := versionOf(info.Key)
@@ -116,31 +163,166 @@ func (a *Archive) reapplyTombstones(ctx context.Context, tenant ids.ID) (int, er
 	return n, a.checkpoint(ctx)
 }
 
-// removeOrphans deletes the tenant's objects that no row names and whose
-// version id was made before cutoff.
-func (a *Archive) removeOrphans(ctx context.Context, tenant ids.ID, cutoff time.Time) (int, error) {
-	var orphans []string
-	err := a.Objects.List(ctx, kindPrefix(a.Loc, kindObjects, tenant), func(info objstore.Info) error {
-		id, ok := versionOf(info.Key)
-		if !ok || ids.Time(id).After(cutoff) {
-			return nil
+// recoveryState is what recovery keeps in memory while the server runs:
+// storage's purge count as last read or written, and the stores in flight.
+type recoveryState struct {
+	purges   storedPurges
+	inFlight storesInFlight
+}
+
+// storesInFlight are the version ids of the stores this process has
+// started and not finished: their objects may exist before their rows.
+type storesInFlight struct {
+	mu sync.Mutex
+	m  map[ids.ID]struct{}
+}
+
+// storing records a store in flight until the returned func is called,
+// after its commit or after its object was removed.
+func (s *storesInFlight) storing(id ids.ID) func() {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[ids.ID]struct{}{}
+	}
+	s.m[id] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.m, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *storesInFlight) has(id ids.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+// LookStats count what one look at storage did.
+type LookStats struct {
+	Tenants    int  // tenants looked at
+	Objects    int  // objects listed
+	Orphans    int  // objects no catalog row names, removed
+	PackCopies int  // objects of versions already packed, removed
+	Done       bool // the pass reached its last tenant
+}
+
+// metaLookAfter is the meta key of the look's cursor: the id of the last
+// tenant a pass finished, empty when no pass is under way.
+const metaLookAfter = "look_after"
+
+const msgLook = "storage look"
+
+// Look is the routine look at every object of every tenant, after the
+// server answers (docs/check-and-recovery.md): it removes objects no
+// catalog row names (a store that never committed; the versions a
+// restored catalog lost) and, with Parquet storage, the objects of
+// versions already packed. Only an object whose version id was made
+// before started (this process's start) can be an orphan, and only when
+// no store of this process has it in flight; that no row names it (or
+// that its row is packed) is checked again right before its delete.
+//
+// It goes through the tenants in id order and records each one it
+// finished in the catalog's meta, so a pass cut by a stop goes on at the
+// next start with the tenant it was cut in: a pass lists every object
+// once, plus, per stop, what it had listed of that one tenant.
+func (a *Archive) Look(ctx context.Context, started time.Time) (LookStats, error) {
+	var st LookStats
+	cutoff := started.Truncate(time.Millisecond)
+	tenants, err := a.Cat.Tenants(ctx)
+	if err != nil {
+		return st, err
+	}
+	sort.Slice(tenants, func(i, j int) bool { return bytes.Compare(tenants[i].ID[:], tenants[j].ID[:]) < 0 })
+	after, err := a.Cat.Meta(ctx, metaLookAfter)
+	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return st, err
+	}
+	for _, t := range tenants {
+		if len(after) == len(t.ID) && bytes.Compare(t.ID[:], after) <= 0 {
+			continue
 		}
-		ok, err := a.Cat.Exists(ctx, id)
-		if err != nil {
+		if err := a.lookTenant(ctx, t.ID, cutoff, &st); err != nil {
+			return st, err
+		}
+		st.Tenants++
+		id := t.ID
+		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetMeta(metaLookAfter, id[:]) }); err != nil {
+			return st, err
+		}
+	}
+	st.Done = true
+	return st, a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetMeta(metaLookAfter, []byte{}) })
+}
+
+// lookTenant lists the tenant's objects, notes those whose row is missing
+// or packed, then deletes each after checking that again.
+func (a *Archive) lookTenant(ctx context.Context, tenant ids.ID, cutoff time.Time, st *LookStats) error {
+	var suspects []string
+	err := a.Objects.List(ctx, kindPrefix(a.Loc, kindObjects, tenant), func(info objstore.Info) error {
+		st.Objects++
+		id, ok := versionOf(info.Key)
+		if !ok || !ids.Time(id).Before(cutoff) {
+			return nil // not a name this server makes, or maybe a store in flight
+		}
+		if gone, _, err := a.lookGone(ctx, id); err != nil || !gone {
 			return err
 		}
-		if !ok {
-			orphans = append(orphans, info.Key)
-		}
+		suspects = append(suspects, info.Key)
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return wrapf("look: list objects", err)
 	}
-	for _, key := range orphans {
+	for _, key := range suspects {
+		id, _ := versionOf(key)
+		if a.rec.inFlight.has(id) {
+			continue
+		}
+		gone, packed, err := a.lookGone(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !gone {
+			continue
+		}
 		if err := a.Objects.Delete(ctx, key); err != nil {
-			return 0, wrapf("recovery: delete orphan object", err)
+			return wrapf("look: delete an object", err)
+		}
+		if packed {
+			st.PackCopies++
+		} else {
+			st.Orphans++
 		}
 	}
-	return len(orphans), nil
+	return nil
+}
+
+// lookGone reports whether the object of version id may go: no row names
+// it, or its row is packed (its bytes are in a pack file).
+func (a *Archive) lookGone(ctx context.Context, id ids.ID) (gone, packed bool, err error) {
+	v, err := a.Cat.Version(ctx, id)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return true, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return v.Location == catalog.Packed, v.Location == catalog.Packed, nil
+}
+
+// LogLook logs what a look removed, in counts only, at info when it
+// removed anything.
+func (a *Archive) LogLook(st LookStats) {
+	if a.Log == nil {
+		return
+	}
+	level := slog.LevelDebug
+	if st.Orphans+st.PackCopies > 0 {
+		level = slog.LevelInfo
+	}
+	a.Log.Log(context.Background(), level, msgLook, "orphan_objects", st.Orphans, "packed_objects_removed", st.PackCopies,
+		"objects", st.Objects, "tenants", st.Tenants, "done", st.Done)
 }

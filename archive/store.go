@@ -51,6 +51,9 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	}
 	now := a.now()
 	vid := ids.NewV7(now)
+	// Until its row commits (or its object is removed), the object of this
+	// version is no orphan, whatever its id's time (Look).
+	defer a.rec.inFlight.storing(vid)()
 	dk, err := seal.NewDataKey()
 	if err != nil {
 		return Stored{}, err

@@ -38,6 +38,8 @@ type Daemon struct {
 	wg      sync.WaitGroup
 	sweepMu sync.Mutex
 	packMu  sync.Mutex
+	lookMu  sync.Mutex
+	started time.Time // before start-up recovery, by the clock of retention
 }
 
 // Options adjust a Daemon for tests.
@@ -104,14 +106,17 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	} else if n > 0 {
 		log.Info("search indexes made under another master key will be built again", "tenants", n)
 	}
+	// Every version id made from here on is of this process: only older
+	// objects can be orphans (the background look below).
+	d.started = now()
 	rec, err := d.Archive.Recover(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("start-up recovery: %w", err)
 	}
 	if rec != (archive.Recovery{}) {
-		log.Info("start-up recovery", "temporary_files", rec.Temps, "orphan_objects", rec.Orphans,
+		log.Info("start-up recovery", "temporary_files", rec.Temps,
 			"keys_destroyed_again", rec.Tombstoned, "purges_finished", rec.PurgesEnded,
-			"pack_files_removed", rec.PackFiles, "packed_objects_removed", rec.PackCopies,
+			"pack_files_removed", rec.PackFiles,
 			"pack_files_adopted", rec.Adopted, "versions_repointed", rec.Repointed)
 	}
 
@@ -147,16 +152,25 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		defer d.wg.Done()
 		d.every(runCtx, cfg.Retention.PurgeInterval, d.Sweep)
 	}()
-	if d.Archive.Packer() != nil {
-		// A pack run at start, then every pack_interval
-		// (docs/parquet-storage.md).
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.PackRun(runCtx)
-			d.every(runCtx, cfg.Storage.Parquet.PackInterval, d.PackRun)
-		}()
-	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		// The look at every object, once the server answers, then daily
+		// (docs/check-and-recovery.md). With Parquet storage the pack runs
+		// start after the first look, which removed the objects of versions
+		// an earlier run packed: a pack run at start, then every
+		// pack_interval (docs/parquet-storage.md).
+		d.Look(runCtx)
+		if d.Archive.Packer() != nil && runCtx.Err() == nil {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.PackRun(runCtx)
+				d.every(runCtx, cfg.Storage.Parquet.PackInterval, d.PackRun)
+			}()
+		}
+		d.every(runCtx, lookInterval, d.Look)
+	}()
 	log.Info("listening", "address", d.ln.Addr().String(), "storage", d.Archive.Objects.String())
 	ok = true
 	return d, nil
@@ -174,6 +188,23 @@ func (d *Daemon) every(ctx context.Context, interval time.Duration, fn func(cont
 			fn(ctx)
 		}
 	}
+}
+
+// lookInterval is how often the look at every object runs after the one
+// at start.
+const lookInterval = 24 * time.Hour
+
+// Look runs the look at every object (archive.Archive.Look) and logs its
+// counts, never a tenant or a key. A pass cut by a stop goes on at the
+// next start.
+func (d *Daemon) Look(ctx context.Context) {
+	d.lookMu.Lock()
+	defer d.lookMu.Unlock()
+	st, err := d.Archive.Look(ctx, d.started)
+	if err != nil && ctx.Err() == nil {
+		d.Log.Error("storage look failed", "objects", st.Objects, "error", err.Error())
+	}
+	d.Archive.LogLook(st)
 }
 
 // Sweep runs one purge sweep and logs its counts.

@@ -394,26 +394,77 @@ func (d *Dir) walk(ctx context.Context, rel, name string, visit func(key string,
 // RemoveStaleTemps removes the temporary files of uploads that a crash cut
 // off, when last written more than olderThan ago: an upload in progress
 // keeps writing, so a margin longer than any upload leaves it alone. It
-// returns how many it removed.
+// returns how many it removed. It reads the folders' names only, and
+// stats only temporary files and symbolic links: with no temporary file
+// left, its cost is a read of each folder, never a stat of each object.
 func (d *Dir) RemoveStaleTemps(olderThan time.Duration) (int, error) {
 	if olderThan < 0 {
 		return 0, errors.New("objstore: negative age for stale temporary files")
 	}
-	cutoff := time.Now().Add(-olderThan)
 	removed := 0
-	err := d.walk(context.Background(), "", "", func(key string, fi fs.FileInfo, temp bool) error {
-		if !temp || !fi.ModTime().Before(cutoff) {
+	err := removeTemps(d.root, time.Now().Add(-olderThan), &removed)
+	return removed, err
+}
+
+// removeTemps removes the stale temporary files under the folder dir, in
+// the order the file system keeps their names, descending into folders
+// (symbolic links included, as walk does) but not into temporary ones.
+func removeTemps(dir string, cutoff time.Time, removed *int) error {
+	f, err := os.Open(dir)
+	if missing(err) {
+		return nil
+	}
+	if err != nil {
+		return fsErr("read folder", err)
+	}
+	defer f.Close()
+	for {
+		entries, readErr := f.ReadDir(4096)
+		for _, e := range entries {
+			name := e.Name()
+			p := filepath.Join(dir, name)
+			typ := e.Type()
+			if typ&fs.ModeSymlink != 0 {
+				fi, err := os.Stat(p)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return fsErr("stat", err)
+				}
+				typ = fi.Mode().Type()
+			}
+			temp := strings.HasPrefix(name, tempPrefix)
+			switch {
+			case typ.IsDir() && !temp:
+				if err := removeTemps(p, cutoff, removed); err != nil {
+					return err
+				}
+			case typ.IsRegular() && temp:
+				fi, err := os.Stat(p)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return fsErr("stat", err)
+				}
+				if !fi.ModTime().Before(cutoff) {
+					continue
+				}
+				if err := os.Remove(p); err == nil {
+					*removed++
+				} else if !errors.Is(err, fs.ErrNotExist) {
+					return fsErr("remove temporary file", err)
+				}
+			}
+		}
+		if readErr == io.EOF {
 			return nil
 		}
-		err := os.Remove(filepath.Join(d.root, filepath.FromSlash(key)))
-		if err == nil {
-			removed++
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fsErr("remove temporary file", err)
+		if readErr != nil {
+			return fsErr("read folder", readErr)
 		}
-		return nil
-	})
-	return removed, err
+	}
 }
 
 func syncDir(dir string) error {

@@ -12,6 +12,7 @@ const (
 	StoreAfterObject    = "store-after-object"    // object durable, catalog row not committed
 	StoreAfterCommit    = "store-after-commit"    // row committed, answer not sent
 	PurgeAfterKey       = "purge-after-key"       // data key destroyed and checkpointed
+	PurgeAfterCount     = "purge-after-count"     // storage's purge count raised, tombstone not written
 	PurgeAfterTombstone = "purge-after-tombstone" // tombstone written
 	PurgeAfterDelete    = "purge-after-delete"    // bytes deleted, purge not recorded done
 	RotateBeforeCommit  = "rotate-before-commit"  // every data key re-wrapped in the open transaction, not committed

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestKillWhileStoring(t *testing.T) {
 		t.Fatalf("only %d stores acknowledged before the kill", n)
 	}
 
-	p = e.StartBinary()
+	p = startAndLook(t, e)
 	for u, body := range acked {
 		got := e.Do("GET", "/vcons/"+u, k.Token, nil)
 		if got.Status != 200 || !bytes.Equal(got.Body, body) {
@@ -126,7 +127,7 @@ func TestCrashPoints(t *testing.T) {
 				t.Fatalf("the server answered %d instead of dying at %s", resp.StatusCode, point)
 			}
 			p.Wait()
-			p = e.StartBinary()
+			p = startAndLook(t, e)
 			if got := e.Do("GET", "/vcons/"+a, k.Token, nil); !bytes.Equal(got.Body, bodyA) {
 				t.Fatalf("A lost: %d", got.Status)
 			}
@@ -145,7 +146,7 @@ func TestCrashPoints(t *testing.T) {
 			assertObjectsMatchVersions(t, e)
 		})
 	}
-	for _, point := range []string{crashpoint.PurgeAfterKey, crashpoint.PurgeAfterTombstone, crashpoint.PurgeAfterDelete} {
+	for _, point := range []string{crashpoint.PurgeAfterKey, crashpoint.PurgeAfterCount, crashpoint.PurgeAfterTombstone, crashpoint.PurgeAfterDelete} {
 		t.Run(point, func(t *testing.T) {
 			e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), Retention: "0d"})
 			k := e.NewKey(e.Tenant("acme"), "write", "read", "delete")
@@ -168,7 +169,7 @@ func TestCrashPoints(t *testing.T) {
 				t.Fatalf("the server answered %d instead of dying at %s", resp.StatusCode, point)
 			}
 			p.Wait()
-			p = e.StartBinary()
+			p = startAndLook(t, e)
 			if got := e.Do("GET", "/vcons/"+a, k.Token, nil); !bytes.Equal(got.Body, bodyA) {
 				t.Fatalf("A lost: %d", got.Status)
 			}
@@ -190,6 +191,42 @@ func TestCrashPoints(t *testing.T) {
 			assertObjectsMatchVersions(t, e)
 		})
 	}
+}
+
+// startAndLook starts the binary and waits until the look at every object
+// that follows its start finished a pass: the orphans a kill left are
+// removed after /health answers, not before.
+func startAndLook(t *testing.T, e *testenv.Env) *testenv.Proc {
+	t.Helper()
+	const done = "vcon_server::serve: storage look "
+	before := 0
+	if b, err := os.ReadFile(filepath.Join(e.Dir, "serve.log")); err == nil {
+		before = countLooks(string(b))
+	}
+	p := e.StartBinary()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(p.Log)
+		if countLooks(string(b)) > before {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no finished %q in the log in a minute:\n%s", done, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// countLooks counts the passes of the storage look a serve log reports
+// finished.
+func countLooks(log string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "vcon_server::serve: storage look ") && strings.Contains(line, " done=true") {
+			n++
+		}
+	}
+	return n
 }
 
 func assertObjectsMatchVersions(t *testing.T, e *testenv.Env) {

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -62,6 +66,20 @@ func TestMoveObjects(t *testing.T) {
 	}
 	if e.Count("objects") != 11 || e.Count("purged") != 1 {
 		t.Fatalf("bucket holds %d objects, %d tombstones", e.Count("objects"), e.Count("purged"))
+	}
+	// The purge count went with the tombstone: a catalog restored later
+	// still finds that it is behind the bucket.
+	rc, err := e.Store().Get(context.Background(), archive.PurgeCountKey)
+	if err != nil {
+		t.Fatalf("the bucket has no purge count after the move: %v", err)
+	}
+	count, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(count) != "1\n" {
+		t.Fatalf("the bucket's purge count is %q after the move, want 1", count)
+	}
+	if _, err := os.Stat(filepath.Join(e.Config.DataDir, archive.PurgeCountKey)); !os.IsNotExist(err) {
+		t.Fatalf("the data directory keeps its purge count after the move: %v", err)
 	}
 	e.Start()
 	for u, body := range stored {

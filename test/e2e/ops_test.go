@@ -517,9 +517,10 @@ func TestMetricsScrape(t *testing.T) {
 		{"vcon_http_requests_total", []string{"route", "DELETE /vcons/{uuid}", "code", "2xx"}, 1, 1},
 		{"vcon_http_request_duration_seconds_count", []string{"route", "POST /vcons"}, 3, 3},
 		{"vcon_purge_sweeps_total", []string{"outcome", "ok"}, 1, 1},
-		// Three objects and one tombstone; two reads; the purge deletes one
-		// object and proves it gone with a stat.
-		{"vcon_objstore_requests_total", []string{"call", "put", "outcome", "ok"}, 4, 4},
+		// Three objects, then the purge count and one tombstone; two
+		// reads; the purge deletes one object and proves it gone with a
+		// stat.
+		{"vcon_objstore_requests_total", []string{"call", "put", "outcome", "ok"}, 5, 5},
 		{"vcon_objstore_requests_total", []string{"call", "get", "outcome", "ok"}, 2, 2},
 		{"vcon_objstore_requests_total", []string{"call", "delete", "outcome", "ok"}, 1, 1},
 		{"vcon_objstore_requests_total", []string{"call", "stat", "outcome", "not_found"}, 1, 1},

@@ -34,6 +34,7 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.StoreAfterObject:     crashStore,
 	crashpoint.StoreAfterCommit:     crashStore,
 	crashpoint.PurgeAfterKey:        crashPurge,
+	crashpoint.PurgeAfterCount:      crashPurge,
 	crashpoint.PurgeAfterTombstone:  crashPurge,
 	crashpoint.PurgeAfterDelete:     crashPurge,
 	crashpoint.RotateBeforeCommit:   crashRotate,

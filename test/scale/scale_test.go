@@ -63,6 +63,8 @@ func TestScale(t *testing.T) {
 		t.Skip("skipped: run make scale (VCON_SCALE=1, sizes from VCON_SCALE_SIZES)")
 	}
 	sizes := parseSizes(t, os.Getenv("VCON_SCALE_SIZES"))
+	// The tree as the binary is built from it, before anyone changes it.
+	run := describeRun()
 	bin := testenv.Binary(t)
 	var results []result
 	for _, n := range sizes {
@@ -70,7 +72,7 @@ func TestScale(t *testing.T) {
 			results = append(results, runSize(t, bin, n))
 		})
 	}
-	table := report(t, results)
+	table := report(run, results)
 	fmt.Print(table)
 	if out := os.Getenv("VCON_SCALE_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
@@ -235,9 +237,9 @@ func runSize(t *testing.T, bin string, n int) result {
 // report is the markdown table: a row per size, a column per
 // measurement (µs per version and peak RSS), and the ratio of the largest
 // size's time per version to that at 10,000 (or the smallest size).
-func report(t *testing.T, results []result) string {
+func report(run string, results []result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Scale: time per version and peak RSS\n\n%s\n\n", describeRun())
+	fmt.Fprintf(&b, "\n## Scale: time per version and peak RSS\n\n%s; table printed %s\n\n", run, time.Now().UTC().Format(time.RFC3339))
 	b.WriteString("| versions |")
 	for _, c := range columns {
 		fmt.Fprintf(&b, " %s |", c.name)
@@ -312,7 +314,8 @@ func report(t *testing.T, results []result) string {
 	return b.String()
 }
 
-// describeRun names the commit, the tree's state and the machine.
+// describeRun names the commit, the tree's state, the machine and the
+// time the run started.
 func describeRun() string {
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	commit := "unknown commit"
@@ -331,7 +334,7 @@ func describeRun() string {
 	if where == "" {
 		where = os.TempDir()
 	}
-	return fmt.Sprintf("%s%s; %s %s/%s, %d CPUs; data directories under %s (VCON_SCALE_DIR); %s", commit, tree,
+	return fmt.Sprintf("%s%s; %s %s/%s, %d CPUs; data directories under %s (VCON_SCALE_DIR); started %s", commit, tree,
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), where, time.Now().UTC().Format(time.RFC3339))
 }
 

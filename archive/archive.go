@@ -39,7 +39,8 @@ type Config struct {
 // whole once New returns: nothing is switched on or off later.
 type Archive struct {
 	Config
-	packer *Packer // nil without Parquet storage
+	packer  *Packer      // nil without Parquet storage
+	flights purgeFlights // the purges being finished, by version
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

@@ -47,14 +47,24 @@ type TenantReport struct {
 // verifies"): it looks up every kept version's bytes in the store that
 // holds them, at the length the catalog records, and with Deep opens them.
 type Checker struct {
-	opt      CheckOptions
-	readers  map[catalog.Location]*Archive // one per store, whole, read-only
-	packSize map[string]int64              // pack file key -> its size in storage, or -1
+	opt     CheckOptions
+	readers map[catalog.Location]*Archive // one per store, whole, read-only
+	packs   map[string]packCheck          // pack file key -> what its one HEAD found
+	// wrongLength names the pack files of the tenant being checked whose
+	// length in storage is not the catalog's, for its problems.
+	wrongLength []string
+}
+
+// packCheck is what check found of one pack file: its length in storage
+// (-1 when missing) and whether that is the length the catalog recorded.
+type packCheck struct {
+	size  int64
+	whole bool
 }
 
 // NewChecker makes a Checker; it writes nothing anywhere.
 func NewChecker(opt CheckOptions) *Checker {
-	c := &Checker{opt: opt, readers: map[catalog.Location]*Archive{}, packSize: map[string]int64{}}
+	c := &Checker{opt: opt, readers: map[catalog.Location]*Archive{}, packs: map[string]packCheck{}}
 	reader := func(s objstore.Store, loc catalog.Location) *Archive {
 		return &Archive{Config: Config{Cat: opt.Cat, Objects: s, Loc: loc, Key: opt.Key}}
 	}
@@ -70,6 +80,7 @@ func NewChecker(opt CheckOptions) *Checker {
 func (c *Checker) Tenant(ctx context.Context, t catalog.Tenant) (TenantReport, error) {
 	r := TenantReport{Name: t.Name, ID: t.ID.String(), Damaged: []string{}, Problems: []string{}}
 	inDir := 0
+	c.wrongLength = c.wrongLength[:0]
 	err := c.opt.Cat.EachKept(ctx, t.ID, func(v catalog.Version) error {
 		r.Versions++
 		if v.Location == catalog.Packed {
@@ -95,6 +106,7 @@ func (c *Checker) Tenant(ctx context.Context, t catalog.Tenant) (TenantReport, e
 	if err != nil {
 		return r, err
 	}
+	r.Problems = append(r.Problems, c.wrongLength...)
 	if inDir > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d version(s) are objects in the data directory, and the configuration keeps objects in a bucket: serve refuses to start until vcon-server storage move-objects moves them", inDir))
 	}
@@ -121,11 +133,11 @@ func (c *Checker) version(ctx context.Context, v catalog.Version) (bool, error) 
 		return false, nil // in a bucket the configuration no longer names
 	}
 	if v.Location == catalog.Packed {
-		size, err := c.packFileSize(ctx, a.Objects, v.PackKey)
+		f, err := c.packFile(ctx, a.Objects, v)
 		if err != nil {
 			return false, err
 		}
-		if size < 0 || v.PackOffset+v.PackLength > size || v.PackLength != v.SealedSize {
+		if !f.whole || v.PackOffset+v.PackLength > f.size || v.PackLength != v.SealedSize {
 			return false, nil
 		}
 	} else {
@@ -161,22 +173,33 @@ func (c *Checker) version(ctx context.Context, v catalog.Version) (bool, error) 
 	return true, nil
 }
 
-// packFileSize stats each pack file once: -1 when it is missing.
-func (c *Checker) packFileSize(ctx context.Context, store objstore.Store, key string) (int64, error) {
-	if key == "" {
-		return -1, nil
+// packFile stats the file of a packed version once, and compares its
+// length with the one the catalog recorded when the file went live: a file
+// of another length holds none of its rows where the catalog says, and a
+// purge cannot rewrite it (docs/FORMAT.md, "What check verifies").
+func (c *Checker) packFile(ctx context.Context, store objstore.Store, v catalog.Version) (packCheck, error) {
+	if v.PackKey == "" || v.PackFile == nil {
+		return packCheck{size: -1}, nil
 	}
-	if size, ok := c.packSize[key]; ok {
-		return size, nil
+	if f, ok := c.packs[v.PackKey]; ok {
+		return f, nil
 	}
-	info, err := store.Stat(ctx, key)
-	size := info.Size
-	if errors.Is(err, objstore.ErrNotFound) {
-		size, err = -1, nil
-	}
+	row, err := c.opt.Cat.PackFileByID(ctx, *v.PackFile)
 	if err != nil {
-		return 0, fmt.Errorf("check: %w", err)
+		return packCheck{}, fmt.Errorf("check: %w", err)
 	}
-	c.packSize[key] = size
-	return size, nil
+	info, err := store.Stat(ctx, v.PackKey)
+	f := packCheck{size: info.Size}
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		f.size = -1
+	case err != nil:
+		return packCheck{}, fmt.Errorf("check: %w", err)
+	case info.Size != row.Bytes:
+		c.wrongLength = append(c.wrongLength, fmt.Sprintf("the pack file %s holds %d bytes, and the catalog recorded %d: its versions are listed as damaged, and a purge of any of its rows fails until the file is whole again; put the file back from a copy of the bucket", v.PackKey, info.Size, row.Bytes))
+	default:
+		f.whole = true
+	}
+	c.packs[v.PackKey] = f
+	return f, nil
 }

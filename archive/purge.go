@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -13,8 +14,9 @@ import (
 )
 
 // Delete hides every version of a vCon (DELETE /vcons/{uuid}). With a
-// retention of 0d the versions it hid are purged before it returns; when
-// that purge stops after the keys were destroyed it returns
+// retention of 0d the versions it hid are purged before it returns, to
+// the end, whoever destroyed their keys; when that purge stops after the
+// keys were destroyed it returns
 // ErrPurgeIncomplete: the vCon is unreadable, the sweep removes the rest.
 func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	var hid []ids.ID
@@ -39,15 +41,62 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	case !purgeNow:
 		return nil
 	}
-	n, err := a.Purge(ctx, hid)
+	destroyed, err := a.purge(ctx, hid)
 	if err != nil {
-		if n > 0 {
+		if len(destroyed) > 0 {
 			a.logError("delete: purge left work for the sweep", err)
 			return ErrPurgeIncomplete
 		}
 		return err
 	}
+	if err := a.finishStarted(ctx, hid, destroyed); err != nil {
+		a.logError("delete: purge left work for the sweep", err)
+		return ErrPurgeIncomplete
+	}
 	return nil
+}
+
+// finishStarted is the rest of a 0d DELETE's purge for the versions it hid
+// whose key another purge (the sweep's) destroyed first: the answer waits
+// until their bytes are proven gone too, whoever started the purge
+// (docs/FORMAT.md, "Delete"). It joins the finish under way in this
+// process, or finishes the purge itself, which is safe to repeat.
+func (a *Archive) finishStarted(ctx context.Context, hid []ids.ID, mine []catalog.Version) error {
+	done := make(map[ids.ID]bool, len(mine))
+	for _, v := range mine {
+		done[v.ID] = true
+	}
+	var started []catalog.Version
+	for _, id := range hid {
+		if done[id] {
+			continue
+		}
+		v, err := a.Cat.Version(ctx, id)
+		if errors.Is(err, catalog.ErrNotFound) {
+			continue // purged to the end already
+		}
+		if err != nil {
+			return err
+		}
+		if v.Purge == catalog.KeyDestroyed {
+			started = append(started, v)
+		} // else kept: held or retention changed since the hide, as before
+	}
+	if len(started) == 0 {
+		return nil
+	}
+	// The purge that destroyed these keys may not have pushed that out of
+	// the log yet (invariant 4).
+	if err := a.checkpoint(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range started {
+		if err := a.finishOnce(ctx, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Purge purges those of the given versions that may be purged now (hidden,
@@ -56,8 +105,14 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 // bytes remain; the versions stay in the "key destroyed" state and Sweep
 // or the next start finishes them.
 func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
+	destroyed, err := a.purge(ctx, versions)
+	return len(destroyed), err
+}
+
+// purge is Purge, returning the versions whose key it destroyed.
+func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Version, error) {
 	if len(versions) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	var destroyed []catalog.Version
 	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
@@ -82,25 +137,25 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, wrapf("purge: destroy keys", err)
+		return nil, wrapf("purge: destroy keys", err)
 	}
 	if len(destroyed) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if a.Purged != nil {
 		a.Purged(len(destroyed))
 	}
 	if err := a.checkpoint(ctx); err != nil {
-		return len(destroyed), err
+		return destroyed, err
 	}
 	crashpoint.Hit(crashpoint.PurgeAfterKey)
 	var errs []error
 	for _, v := range destroyed {
-		if err := a.finishPurge(ctx, v); err != nil {
+		if err := a.finishOnce(ctx, v); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return len(destroyed), errors.Join(errs...)
+	return destroyed, errors.Join(errs...)
 }
 
 // checkpoint pushes the key deletion out of the WAL, bounded in time so a
@@ -109,6 +164,69 @@ func (a *Archive) checkpoint(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return a.Cat.Checkpoint(cctx)
+}
+
+// purgeFlights are the purges this process is finishing, by version, so
+// that a second caller (a 0d DELETE and the sweep, on one version) waits
+// for the first rather than repeating its deletes beside it.
+type purgeFlights struct {
+	mu sync.Mutex
+	m  map[ids.ID]*purgeFlight
+}
+
+// purgeFlight is one finishPurge under way; err is set before done closes.
+type purgeFlight struct {
+	done chan struct{}
+	err  error
+}
+
+// enter returns the flight finishing id, and whether the caller made it
+// and so must run it and leave.
+func (fs *purgeFlights) enter(id ids.ID) (*purgeFlight, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f, ok := fs.m[id]; ok {
+		return f, false
+	}
+	if fs.m == nil {
+		fs.m = map[ids.ID]*purgeFlight{}
+	}
+	f := &purgeFlight{done: make(chan struct{})}
+	fs.m[id] = f
+	return f, true
+}
+
+func (fs *purgeFlights) leave(id ids.ID, f *purgeFlight, err error) {
+	fs.mu.Lock()
+	delete(fs.m, id)
+	fs.mu.Unlock()
+	f.err = err
+	close(f.done)
+}
+
+// finishOnce is finishPurge, run once at a time per version in this
+// process: a caller that finds it under way waits for it (bounded by ctx)
+// and, if it failed, runs it once more itself. Each step of a purge after
+// its key is safe to repeat (docs/FORMAT.md, "Purge of an object"), so a
+// finish that another process or an earlier call already did costs a
+// repeated delete and proof, never a wrong answer.
+func (a *Archive) finishOnce(ctx context.Context, v catalog.Version) error {
+	for waited := false; ; waited = true {
+		f, mine := a.flights.enter(v.ID)
+		if mine {
+			err := a.finishPurge(ctx, v)
+			a.flights.leave(v.ID, f, err)
+			return err
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return wrapf("purge: wait for the purge under way", ctx.Err())
+		}
+		if f.err == nil || waited {
+			return f.err
+		}
+	}
 }
 
 // finishPurge removes the bytes of a version whose key is destroyed:
@@ -176,7 +294,7 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 	}
 	done := 0
 	for _, v := range unfinished {
-		if err := a.finishPurge(ctx, v); err != nil {
+		if err := a.finishOnce(ctx, v); err != nil {
 			errs = append(errs, err)
 		} else {
 			done++

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -13,30 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/cli"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
-
-// startLimited starts an in-process server with limits (testenv has no
-// option for them).
-func startLimited(t *testing.T, opts testenv.Options, l server.Limits) *testenv.Env {
-	e := testenv.Prepare(t, opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cli.Start(context.Background(), e.Config, logline.New(e.Log, "debug", "serve"), cli.Options{Listener: ln, Limits: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Daemon, e.BaseURL = d, "https://"+d.Addr()
-	e.Client = e.HTTPClient()
-	t.Cleanup(e.Stop)
-	return e
-}
 
 func dialTLS(t *testing.T, e *testenv.Env) *tls.Conn {
 	t.Helper()
@@ -236,7 +215,7 @@ func sendUntilCut(t *testing.T, e *testenv.Env, head string, first, more []byte,
 // past the byte bound is not read at all; the refusal is sent first, so a
 // client reading as it writes has it either way.
 func TestRefusedBodyBounds(t *testing.T) {
-	e := startLimited(t, testenv.Options{MaxVconSize: "64KiB"}, server.Limits{RefusedBodyBytes: 1 << 20, RefusedBodyTime: 2 * time.Second})
+	e := testenv.New(t, testenv.Options{MaxVconSize: "64KiB", Limits: server.Limits{RefusedBodyBytes: 1 << 20, RefusedBodyTime: 2 * time.Second}})
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write")
 	block := bytes.Repeat([]byte("a"), 256<<10)

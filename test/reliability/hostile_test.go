@@ -3,7 +3,6 @@ package reliability
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -18,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/cli"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -31,24 +28,6 @@ var hostileLimits = server.Limits{
 	ReadHeaderTimeout: time.Second,
 	ReadTimeout:       3 * time.Second,
 	WriteTimeout:      3 * time.Second,
-}
-
-// startWithLimits starts an in-process server with limits (testenv has no
-// option for them).
-func startWithLimits(t *testing.T, opts testenv.Options, l server.Limits) *testenv.Env {
-	e := testenv.Prepare(t, opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := cli.Start(context.Background(), e.Config, logline.New(e.Log, "debug", "serve"), cli.Options{Listener: ln, Limits: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Daemon, e.BaseURL = d, "https://"+d.Addr()
-	e.Client = e.HTTPClient()
-	t.Cleanup(e.Stop)
-	return e
 }
 
 // wellBehaved stores and reads vCons in a loop until stopped: the client
@@ -148,7 +127,7 @@ func is4xx(status int) bool { return status >= 400 && status < 500 }
 // a clear 4xx or a closed connection, and the well-behaved client never
 // notices.
 func TestHostileClients(t *testing.T) {
-	e := startWithLimits(t, testenv.Options{MaxVconSize: "8MiB"}, hostileLimits)
+	e := testenv.New(t, testenv.Options{MaxVconSize: "8MiB", Limits: hostileLimits})
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write", "read", "delete")
 	op := e.OperatorKey()

@@ -28,6 +28,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/server"
 )
 
 // Options shape the server a test gets.
@@ -43,6 +44,9 @@ type Options struct {
 	// Listen is the listen address ("127.0.0.1:0" when empty); a server
 	// run as a separate process needs a fixed port (FreePort).
 	Listen string
+	// Limits are the in-process server's timeouts and guards (defaults
+	// when zero).
+	Limits server.Limits
 }
 
 // Env is one server and what a test needs to talk to it.
@@ -145,7 +149,7 @@ func (e *Env) TryStart() error {
 		return err
 	}
 	e.Config = cfg
-	d, err := cli.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), cli.Options{Now: e.opts.Now, Listener: ln})
+	d, err := cli.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), cli.Options{Now: e.opts.Now, Listener: ln, Limits: e.opts.Limits})
 	if err != nil {
 		ln.Close()
 		return err

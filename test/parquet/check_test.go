@@ -20,20 +20,8 @@ import (
 // sealed bytes keeps the file's length, so a plain check passes it, and
 // check --deep names exactly that version as damaged.
 func TestCheckFindsAFlippedByteInAPackFile(t *testing.T) {
-	srv := s3test.Start(t, "versitygw")
-	e := testenv.New(t, testenv.Options{Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "") + parquetTable(3600)})
-	tenant := e.Tenant("acme")
-	k := e.NewKey(tenant, "write", "read")
-	var uuids []string
-	for i := 0; i < 3; i++ {
-		u := ids.NewRandom().String()
-		if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "flip", "+15555550100"), "Content-Type", "application/vcon"); r.Status != 201 {
-			t.Fatalf("POST: %d", r.Status)
-		}
-		uuids = append(uuids, u)
-	}
+	e, tenant, uuids := packedThree(t)
 	ctx := context.Background()
-	e.Daemon.PackRun(ctx)
 	v, err := e.Daemon.Cat.Current(ctx, ids.MustParse(tenant), ids.MustParse(uuids[1]))
 	if err != nil || v.PackKey == "" {
 		t.Fatalf("version not packed: %+v %v", v, err)
@@ -71,20 +59,8 @@ func TestCheckFindsAFlippedByteInAPackFile(t *testing.T) {
 // as damaged and the file among the problems, and exit 1. With the file
 // put back, check passes again.
 func TestCheckFindsAPackFileOfTheWrongLength(t *testing.T) {
-	srv := s3test.Start(t, "versitygw")
-	e := testenv.New(t, testenv.Options{Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "") + parquetTable(3600)})
-	tenant := e.Tenant("acme")
-	k := e.NewKey(tenant, "write", "read")
-	var uuids []string
-	for i := 0; i < 3; i++ {
-		u := ids.NewRandom().String()
-		if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "length", "+15555550100"), "Content-Type", "application/vcon"); r.Status != 201 {
-			t.Fatalf("POST: %d", r.Status)
-		}
-		uuids = append(uuids, u)
-	}
+	e, tenant, uuids := packedThree(t)
 	ctx := context.Background()
-	e.Daemon.PackRun(ctx)
 	var file string
 	var inFile []string
 	for _, u := range uuids {
@@ -136,4 +112,23 @@ func TestCheckFindsAPackFileOfTheWrongLength(t *testing.T) {
 	if l, errOut, code := check("--deep"); code != 0 || len(l.Damaged) != 0 || len(l.Problems) != 0 {
 		t.Fatalf("check --deep with the file put back: exit %d %+v\n%s", code, l, errOut)
 	}
+}
+
+// packedThree starts a server on Parquet storage, stores three vCons for
+// one tenant and packs them into one file.
+func packedThree(t *testing.T) (*testenv.Env, string, []string) {
+	srv := s3test.Start(t, "versitygw")
+	e := testenv.New(t, testenv.Options{Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "") + parquetTable(3600)})
+	tenant := e.Tenant("acme")
+	k := e.NewKey(tenant, "write", "read")
+	var uuids []string
+	for i := 0; i < 3; i++ {
+		u := ids.NewRandom().String()
+		if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "packed", "+15555550100"), "Content-Type", "application/vcon"); r.Status != 201 {
+			t.Fatalf("POST: %d", r.Status)
+		}
+		uuids = append(uuids, u)
+	}
+	e.Daemon.PackRun(context.Background())
+	return e, tenant, uuids
 }

@@ -175,16 +175,7 @@ func TestZeroRetentionDeleteRacesTheSweep(t *testing.T) {
 		rounds = 30
 	}
 	for i := 0; i < rounds; i++ {
-		uuid := ids.NewRandom()
-		body := apitest.NewVcon(uuid.String(), "race", "+15555550100")
-		if _, err := a.Store(ctx, archive.StoreRequest{Tenant: tenant, Mode: catalog.CreateOnly, Body: bytes.NewReader(body), ContentType: "application/vcon"}); err != nil {
-			t.Fatal(err)
-		}
-		v, err := a.Cat.Current(ctx, tenant, uuid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := archive.ObjectKey(v.Location, tenant, v.ID)
+		uuid, v, key := storeRace(t, a, tenant)
 		if err := a.Delete(ctx, tenant, uuid); err != nil {
 			t.Fatalf("round %d: Delete: %v", i, err)
 		}
@@ -216,16 +207,7 @@ func TestZeroRetentionDeleteWaitsForThePurgeUnderWay(t *testing.T) {
 		sweepCtx := context.WithValue(ctx, sweeping{}, true)
 		raced := 0
 		for i := 0; i < 5; i++ {
-			uuid := ids.NewRandom()
-			body := apitest.NewVcon(uuid.String(), "race", "+15555550100")
-			if _, err := a.Store(ctx, archive.StoreRequest{Tenant: tenant, Mode: catalog.CreateOnly, Body: bytes.NewReader(body), ContentType: "application/vcon"}); err != nil {
-				t.Fatal(err)
-			}
-			v, err := a.Cat.Current(ctx, tenant, uuid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := archive.ObjectKey(v.Location, tenant, v.ID)
+			uuid, v, key := storeRace(t, a, tenant)
 			fd.broken.Store(broken)
 
 			// Hold the writer, queue the DELETE's hide, then the sweep's
@@ -241,7 +223,7 @@ func TestZeroRetentionDeleteWaitsForThePurgeUnderWay(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			close(release)
 
-			err = <-deleted
+			err := <-deleted
 			_, statErr := fd.Stat(ctx, key)
 			_, rowErr := a.Cat.Version(ctx, v.ID)
 			if <-swept == 1 {
@@ -281,4 +263,21 @@ func (s *slowSweep) Delete(ctx context.Context, key string) error {
 		time.Sleep(s.delay)
 	}
 	return s.Store.Delete(ctx, key)
+}
+
+// storeRace stores one vCon and returns its uuid, its version and the key
+// of its object.
+func storeRace(t *testing.T, a *archive.Archive, tenant ids.ID) (ids.ID, catalog.Version, string) {
+	t.Helper()
+	ctx := context.Background()
+	uuid := ids.NewRandom()
+	body := apitest.NewVcon(uuid.String(), "race", "+15555550100")
+	if _, err := a.Store(ctx, archive.StoreRequest{Tenant: tenant, Mode: catalog.CreateOnly, Body: bytes.NewReader(body), ContentType: "application/vcon"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Cat.Current(ctx, tenant, uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uuid, v, archive.ObjectKey(v.Location, tenant, v.ID)
 }

@@ -148,4 +148,19 @@ DROP TABLE search_tokens;
 ALTER TABLE search_tokens_by_uuid RENAME TO search_tokens;
 CREATE INDEX search_tokens_by_version ON search_tokens (version);
 `,
+
+	// 4: the change log and state of the catalog's replica (docs/FORMAT.md,
+	// "Replica"). The log holds only which rows changed, never their
+	// values; triggers fill it while a replica is configured.
+	`
+CREATE TABLE replica_log (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	tbl TEXT NOT NULL,
+	k1, k2, k3, k4
+);
+CREATE TABLE replica_state (
+	key   TEXT PRIMARY KEY,
+	value
+) WITHOUT ROWID;
+`,
 }

@@ -46,6 +46,9 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	if raw.MaxVconSize != nil {
 		c.MaxVconSize = b.size("max_vcon_size", raw.MaxVconSize)
 	}
+	if raw.MinFree != nil {
+		c.MinFree = b.minFree("min_free", raw.MinFree)
+	}
 	if raw.TLS.Cert != nil {
 		c.TLS.Cert = b.path("tls.cert", raw.TLS.Cert)
 	}
@@ -99,12 +102,58 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 		c.Export.S3 = b.service("export.s3", raw.Export.S3)
 	}
 
+	b.replica(raw, md)
+
 	if raw.Log.Level != nil {
 		c.Log.Level = b.str("log.level", raw.Log.Level)
 		if b.err == nil && !slices.Contains(logLevels, c.Log.Level) {
 			b.fail("log.level must be one of %s, not %q", strings.Join(logLevels, ", "), c.Log.Level)
 		}
 	}
+}
+
+// replica reads [replica] and [replica.s3].
+func (b *builder) replica(raw *rawConfig, md *toml.MetaData) {
+	if !md.IsDefined("replica") {
+		if md.IsDefined("replica", "s3") {
+			b.fail(`[replica.s3] needs a [replica] table with to = "s3"`)
+		}
+		return
+	}
+	r := raw.Replica
+	out := &Replica{MaxLag: time.Second}
+	if r.MaxLag != nil {
+		out.MaxLag = b.seconds("replica.max_lag", r.MaxLag, true)
+	}
+	to := b.required("replica.to", r.To)
+	if b.err != nil {
+		return
+	}
+	switch {
+	case to == "s3" && md.IsDefined("replica", "s3"):
+		s := b.service("replica.s3", r.S3.rawService)
+		s.Bucket = b.bucket("replica.s3.bucket", r.S3.Bucket)
+		if r.S3.Prefix != nil {
+			s.Prefix = b.prefix("replica.s3.prefix", r.S3.Prefix)
+		}
+		out.S3 = s
+	case to == "s3" && b.cfg.Storage.Objects == "s3":
+		s := *b.cfg.Storage.S3
+		out.S3 = &s
+	case to == "s3":
+		b.fail(`replica.to = "s3" with storage.objects = "dir" needs a [replica.s3] table naming the bucket (endpoint, region, bucket, access_key_id, secret_access_key_file)`)
+	case md.IsDefined("replica", "s3"):
+		b.fail(`[replica.s3] is used only with replica.to = "s3", not %q`, to)
+	default:
+		out.To = b.path("replica.to", r.To)
+		if b.err == nil && out.To == b.cfg.DataDir {
+			b.fail("replica.to must be a directory on another disk than the data directory, not the data directory %q", out.To)
+		}
+		b.cfg.Replica = out
+		return
+	}
+	out.To = "s3"
+	b.cfg.Replica = out
 }
 
 func (b *builder) str(key string, v any) string {

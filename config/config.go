@@ -24,11 +24,22 @@ type Config struct {
 	DataDir     string
 	MasterKey   string
 	MaxVconSize int64 // bytes
+	MinFree     MinFree
 	TLS         TLS
 	Retention   Retention
 	Storage     Storage
 	Export      Export
 	Log         Log
+	Replica     *Replica // nil when [replica] is absent: the catalog is the only copy of the keys
+}
+
+// Replica is where the catalog's sealed replica goes (docs/disaster-recovery.md).
+type Replica struct {
+	// To is "s3" or an absolute directory. With "s3", S3 is the bucket:
+	// [replica.s3] when given, else [storage.s3] with its prefix.
+	To     string
+	S3     *S3
+	MaxLag time.Duration // whole seconds; 0: a write waits until it is replicated
 }
 
 type TLS struct {
@@ -83,6 +94,7 @@ func Default() *Config {
 		DataDir:     "/var/lib/vcon-server",
 		MasterKey:   "/etc/vcon-server/master.key",
 		MaxVconSize: 64 << 20,
+		MinFree:     MinFree{Bytes: 1 << 30},
 		TLS: TLS{
 			Cert: "/etc/vcon-server/cert.pem",
 			Key:  "/etc/vcon-server/key.pem",

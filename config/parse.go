@@ -20,6 +20,7 @@ type rawConfig struct {
 	DataDir     any `toml:"data_dir"`
 	MasterKey   any `toml:"master_key"`
 	MaxVconSize any `toml:"max_vcon_size"`
+	MinFree     any `toml:"min_free"`
 	TLS         struct {
 		Cert any `toml:"cert"`
 		Key  any `toml:"key"`
@@ -45,6 +46,11 @@ type rawConfig struct {
 	Log struct {
 		Level any `toml:"level"`
 	} `toml:"log"`
+	Replica struct {
+		To     any   `toml:"to"`
+		MaxLag any   `toml:"max_lag"`
+		S3     rawS3 `toml:"s3"`
+	} `toml:"replica"`
 }
 
 // rawService is what [storage.s3] and [export.s3] share: where the service
@@ -68,7 +74,7 @@ type rawS3 struct {
 // tables are the keys that must hold a table.
 var tables = [][]string{
 	{"tls"}, {"retention"}, {"storage"}, {"storage", "s3"}, {"storage", "parquet"},
-	{"export"}, {"export", "s3"}, {"log"},
+	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"},
 }
 
 // Parse reads a configuration; path names the file in errors and anchors

@@ -35,4 +35,15 @@ const (
 	// Export (docs/export.md).
 	ExportAfterFile      = "export-after-file"      // a part file is whole under its name
 	ExportBeforeManifest = "export-before-manifest" // every part file is whole, no manifest yet
+
+	// The catalog's replica (docs/FORMAT.md, "Replica", "Replica rollover").
+	ReplicaAfterSegment  = "replica-after-segment"  // a segment written, not yet recorded in the catalog
+	ReplicaAfterPending  = "replica-after-pending"  // a rollover's new generation recorded as pending, nothing written
+	ReplicaAfterShards   = "replica-after-shards"   // the new generation's shards and fold written, no manifest
+	ReplicaAfterManifest = "replica-after-manifest" // the new manifest written, the catalog's record not yet
+	ReplicaAfterRecord   = "replica-after-record"   // the record names the new generation, old objects not yet deleted
+	ReplicaAfterDeletes  = "replica-after-deletes"  // old objects deleted, not yet proven gone
+
+	// The disk's reserve (docs/troubleshooting.md, "The disk is low").
+	ReserveReleased = "reserve-released" // a write failed for space and the reserve was given back, not yet made again
 )

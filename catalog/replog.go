@@ -1,0 +1,568 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// The replica's side of the catalog (docs/FORMAT.md, "Replica"): triggers
+// note in replica_log which rows every transaction changed, whoever made
+// it (the server or a CLI command); the replica reads the log and the
+// rows' current values in one read transaction and ships them sealed.
+// The log holds keys only; replica_state holds the replica's own record.
+
+// RepTable is a table the replica carries.
+type RepTable struct {
+	Name string   `json:"name"`
+	Cols []string `json:"cols"` // read and written in this order; "rowid" first for a rowid table without an alias
+	Key  []int    `json:"key"`  // the positions in Cols of the columns that name a row, in key order
+}
+
+// KeyOf returns the key of row, which has t.Cols.
+func (t RepTable) KeyOf(row []any) []any {
+	k := make([]any, len(t.Key))
+	for i, p := range t.Key {
+		k[i] = row[p]
+	}
+	return k
+}
+
+func (t RepTable) keyCols() []string {
+	k := make([]string, len(t.Key))
+	for i, p := range t.Key {
+		k[i] = t.Cols[p]
+	}
+	return k
+}
+
+// SchemaItem is one table or index as sqlite_master writes it.
+type SchemaItem struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+	SQL  string `json:"sql"`
+}
+
+// maxKeyCols is the widest key replica_log can note (k1..k4).
+const maxKeyCols = 4
+
+// notCarried are tables whose rows a replica leaves out: its own, and the
+// search tokens, which the indexer rebuilds from the vCons after a restore
+// (their keys are random, so carrying them would rewrite every shard of
+// them at each rollover).
+func notCarried(name string) bool {
+	return strings.HasPrefix(name, "replica_") || strings.HasPrefix(name, "sqlite_") || name == "search_tokens"
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// repTables lists the carried tables with their columns and keys.
+func repTables(ctx context.Context, q querier) ([]RepTable, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list tables: %w", err)
+	}
+	type tbl struct {
+		name string
+		wr   bool
+	}
+	var names []tbl
+	for rows.Next() {
+		var t tbl
+		if err := rows.Scan(&t.name, &t.wr); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if !notCarried(t.name) {
+			names = append(names, t)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []RepTable
+	for _, n := range names {
+		cols, err := q.QueryContext(ctx, `SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid`, n.name)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: columns of %s: %w", n.name, err)
+		}
+		t := RepTable{Name: n.name}
+		pks := map[int]int{} // pk rank -> position
+		for cols.Next() {
+			var name, typ string
+			var pk int
+			if err := cols.Scan(&name, &typ, &pk); err != nil {
+				cols.Close()
+				return nil, err
+			}
+			if pk > 0 {
+				pks[pk] = len(t.Cols)
+			}
+			t.Cols = append(t.Cols, name)
+		}
+		cols.Close()
+		alias := !n.wr && len(pks) == 1 && strings.EqualFold(colType(ctx, q, n.name, t.Cols[pks[1]]), "INTEGER")
+		switch {
+		case n.wr:
+			for r := 1; r <= len(pks); r++ {
+				t.Key = append(t.Key, pks[r])
+			}
+		case alias:
+			t.Key = []int{pks[1]}
+		default:
+			t.Cols = append([]string{"rowid"}, t.Cols...)
+			t.Key = []int{0}
+		}
+		if len(t.Key) == 0 || len(t.Key) > maxKeyCols {
+			return nil, fmt.Errorf("catalog: table %s has a key of %d columns; the replica notes 1 to %d", n.name, len(t.Key), maxKeyCols)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func colType(ctx context.Context, q querier, table, col string) string {
+	rows, err := q.QueryContext(ctx, `SELECT type FROM pragma_table_info(?) WHERE name = ?`, table, col)
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	var t string
+	if rows.Next() {
+		rows.Scan(&t)
+	}
+	return t
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func colList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quoteIdent(c)
+		if c == "rowid" {
+			q[i] = "rowid"
+		}
+	}
+	return strings.Join(q, ", ")
+}
+
+// EnableChangeLog (re)makes the triggers that fill replica_log, one set
+// per carried table, so a table added by a later migration is covered.
+func (c *Catalog) EnableChangeLog(ctx context.Context) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		if err := dropTriggers(tx); err != nil {
+			return err
+		}
+		tables, err := repTables(ctx, tx.tx)
+		if err != nil {
+			return err
+		}
+		for _, t := range tables {
+			kc := t.keyCols()
+			vals := func(row string) string {
+				v := make([]string, len(kc))
+				for i, k := range kc {
+					if k == "rowid" {
+						v[i] = row + ".rowid"
+					} else {
+						v[i] = row + "." + quoteIdent(k)
+					}
+				}
+				return strings.Join(v, ", ")
+			}
+			ks := make([]string, len(kc))
+			changed := make([]string, len(kc))
+			for i, k := range kc {
+				ks[i] = fmt.Sprintf("k%d", i+1)
+				col := quoteIdent(k)
+				if k == "rowid" {
+					col = "rowid"
+				}
+				changed[i] = fmt.Sprintf("NEW.%s IS NOT OLD.%s", col, col)
+			}
+			into := fmt.Sprintf(`INSERT INTO replica_log(tbl, %s)`, strings.Join(ks, ", "))
+			lit := "'" + t.Name + "'"
+			name := quoteIdent(t.Name)
+			stmts := []string{
+				fmt.Sprintf(`CREATE TRIGGER "replica_%s_i" AFTER INSERT ON %s BEGIN %s VALUES (%s, %s); END`, t.Name, name, into, lit, vals("NEW")),
+				fmt.Sprintf(`CREATE TRIGGER "replica_%s_d" AFTER DELETE ON %s BEGIN %s VALUES (%s, %s); END`, t.Name, name, into, lit, vals("OLD")),
+				// A changed key notes the old key too: its row is gone.
+				fmt.Sprintf(`CREATE TRIGGER "replica_%s_u" AFTER UPDATE ON %s BEGIN %s VALUES (%s, %s); %s SELECT %s, %s WHERE %s; END`,
+					t.Name, name, into, lit, vals("NEW"), into, lit, vals("OLD"), strings.Join(changed, " OR ")),
+			}
+			for _, s := range stmts {
+				if _, err := tx.exec(s); err != nil {
+					return fmt.Errorf("catalog: replica trigger on %s: %w", t.Name, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// DisableChangeLog drops the triggers and forgets the replica's log and
+// state: serve without [replica] keeps no log that nothing reads.
+func (c *Catalog) DisableChangeLog(ctx context.Context) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		if err := dropTriggers(tx); err != nil {
+			return err
+		}
+		_, err := tx.exec(`DELETE FROM replica_log; DELETE FROM replica_state`)
+		return err
+	})
+}
+
+func dropTriggers(tx *Tx) error {
+	rows, err := tx.query(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'replica\_%' ESCAPE '\'`)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	for _, n := range names {
+		if _, err := tx.exec(`DROP TRIGGER ` + quoteIdent(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReplicaState reads the replica's record; nil when none was written.
+func (c *Catalog) ReplicaState(ctx context.Context) ([]byte, error) {
+	var b []byte
+	err := c.db.QueryRowContext(ctx, `SELECT value FROM replica_state WHERE key = 'state'`).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// SetReplicaState replaces the replica's record and drops the log up to
+// and including trim (none when trim is 0).
+func (tx *Tx) SetReplicaState(state []byte, trim int64) error {
+	if _, err := tx.exec(`INSERT OR REPLACE INTO replica_state(key, value) VALUES ('state', ?)`, state); err != nil {
+		return err
+	}
+	if trim > 0 {
+		if _, err := tx.exec(`DELETE FROM replica_log WHERE seq <= ?`, trim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LastChange is the log's newest sequence number ever given (0: none).
+func (c *Catalog) LastChange(ctx context.Context) (int64, error) {
+	return lastChange(ctx, c.db)
+}
+
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func lastChange(ctx context.Context, q rowQuerier) (int64, error) {
+	var n int64
+	err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'replica_log'`).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// View is one consistent read of the catalog: every call sees the same
+// commit, whatever other connections write meanwhile.
+type View struct {
+	ctx  context.Context
+	conn *sql.Conn
+}
+
+// Read runs fn in a read transaction. While it lasts, a checkpoint waits
+// (a purge's checkpoint included), so fn should not dawdle.
+func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		return fmt.Errorf("catalog: begin a read: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), `ROLLBACK`)
+	v := &View{ctx: ctx, conn: conn}
+	// The first read fixes the snapshot every later read sees.
+	if _, err := v.LastChange(); err != nil {
+		return err
+	}
+	return fn(v)
+}
+
+// LastChange is LastChange as of the view.
+func (v *View) LastChange() (int64, error) { return lastChange(v.ctx, v.conn) }
+
+// Tables lists the carried tables.
+func (v *View) Tables() ([]RepTable, error) { return repTables(v.ctx, v.conn) }
+
+// Schema returns every table and index, in the order they were made, and
+// its fingerprint; the replica's own tables and triggers are left out of
+// the fingerprint only.
+func (v *View) Schema() ([]SchemaItem, string, error) {
+	rows, err := v.conn.QueryContext(v.ctx, `SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
+	if err != nil {
+		return nil, "", fmt.Errorf("catalog: read the schema: %w", err)
+	}
+	defer rows.Close()
+	var out []SchemaItem
+	h := sha256.New()
+	for rows.Next() {
+		var it SchemaItem
+		if err := rows.Scan(&it.Type, &it.Name, &it.SQL); err != nil {
+			return nil, "", err
+		}
+		out = append(out, it)
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", it.Type, it.Name, it.SQL)
+	}
+	return out, hex.EncodeToString(h.Sum(nil)[:16]), rows.Err()
+}
+
+// Changes calls fn with the table and key of every log entry after
+// after, in order, up to and including upto.
+func (v *View) Changes(after, upto int64, fn func(table string, key []any) error) error {
+	rows, err := v.conn.QueryContext(v.ctx, `SELECT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ? ORDER BY seq`, after, upto)
+	if err != nil {
+		return fmt.Errorf("catalog: read the change log: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t string
+		k := make([]any, maxKeyCols)
+		if err := rows.Scan(&t, &k[0], &k[1], &k[2], &k[3]); err != nil {
+			return err
+		}
+		if err := fn(t, k); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Row reads the row of t named by key (the first len(t.Key) values are
+// used); nil when there is none.
+func (v *View) Row(t RepTable, key []any) ([]any, error) {
+	kc := t.keyCols()
+	where := make([]string, len(kc))
+	for i, k := range kc {
+		where[i] = colList([]string{k}) + " = ?"
+	}
+	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s`, colList(t.Cols), quoteIdent(t.Name), strings.Join(where, " AND "))
+	rows, err := v.conn.QueryContext(v.ctx, q, key[:len(kc)]...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read a row of %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	return scanRow(rows, len(t.Cols))
+}
+
+// Range calls fn with every row of t whose key is at least lo and below
+// hi, in key order; a nil bound is open.
+func (v *View) Range(t RepTable, lo, hi []any, fn func(row []any) error) error {
+	keys := colList(t.keyCols())
+	var where []string
+	var args []any
+	bound := func(op string, b []any) {
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(b)), ", ")
+		where = append(where, fmt.Sprintf("(%s) %s (%s)", keys, op, marks))
+		args = append(args, b...)
+	}
+	if lo != nil {
+		bound(">=", lo)
+	}
+	if hi != nil {
+		bound("<", hi)
+	}
+	q := fmt.Sprintf(`SELECT %s FROM %s`, colList(t.Cols), quoteIdent(t.Name))
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY " + keys
+	rows, err := v.conn.QueryContext(v.ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("catalog: read rows of %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		row, err := scanRow(rows, len(t.Cols))
+		if err != nil {
+			return err
+		}
+		if err := fn(row); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func scanRow(rows *sql.Rows, n int) ([]any, error) {
+	row := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range row {
+		ptrs[i] = &row[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// Loader fills a catalog being rebuilt from a replica.
+type Loader struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// Put writes row (values for cols) into table, replacing the row with
+// the same key.
+func (l *Loader) Put(table string, cols []string, row []any) error {
+	q := fmt.Sprintf(`INSERT OR REPLACE INTO %s(%s) VALUES (%s)`, quoteIdent(table), colList(cols), strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
+	return l.exec(q, row)
+}
+
+// Delete removes the row of table whose key columns hold key.
+func (l *Loader) Delete(table string, keyCols []string, key []any) error {
+	where := make([]string, len(keyCols))
+	for i, k := range keyCols {
+		where[i] = colList([]string{k}) + " = ?"
+	}
+	return l.exec(fmt.Sprintf(`DELETE FROM %s WHERE %s`, quoteIdent(table), strings.Join(where, " AND ")), key)
+}
+
+func (l *Loader) exec(q string, args []any) error {
+	st, ok := l.stmts[q]
+	if !ok {
+		var err error
+		if st, err = l.tx.PrepareContext(l.ctx, q); err != nil {
+			return fmt.Errorf("catalog: restore: %w", err)
+		}
+		l.stmts[q] = st
+	}
+	if _, err := st.ExecContext(l.ctx, args...); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	return nil
+}
+
+// Build writes a new catalog file at path (which must not exist) from a
+// replica: the tables of schema, the rows fill puts, then the indexes. The
+// search indexes are left to be rebuilt (tokens are not carried), and the
+// file is checked whole and synced before Build returns.
+func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loader) error) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("catalog: %s already exists", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	f.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(0)&_pragma=journal_mode(DELETE)&_pragma=synchronous(FULL)")
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	defer tx.Rollback()
+	for _, it := range schema {
+		if it.Type == "table" {
+			if _, err := tx.ExecContext(ctx, it.SQL); err != nil {
+				return fmt.Errorf("catalog: restore table %s: %w", it.Name, err)
+			}
+		}
+	}
+	l := &Loader{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	if err := fill(l); err != nil {
+		return err
+	}
+	for _, st := range l.stmts {
+		st.Close()
+	}
+	for _, it := range schema {
+		if it.Type == "index" {
+			if _, err := tx.ExecContext(ctx, it.SQL); err != nil {
+				return fmt.Errorf("catalog: restore index %s: %w", it.Name, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM search_tokens; UPDATE tenants SET search_cursor = NULL, search_built = 0, search_key_check = NULL`); err != nil {
+		return fmt.Errorf("catalog: restore: reset the search indexes: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	var ok string
+	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		return fmt.Errorf("catalog: restore: the rebuilt catalog fails SQLite's integrity check: %v%s", err, ok)
+	}
+	var fk int
+	rows, err := db.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err == nil {
+		for rows.Next() {
+			fk++
+		}
+		rows.Close()
+	}
+	if fk > 0 {
+		return fmt.Errorf("catalog: restore: the rebuilt catalog has %d row(s) that name a missing row", fk)
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if f, err = os.Open(path); err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	return err
+}
+
+// Secrets names, per table, the column whose clearing must reach every
+// copy: a version's wrapped data key, destroyed by a purge. A replica
+// rewrites what held a cleared one (docs/FORMAT.md, "Replica rollover").
+var Secrets = map[string]string{"versions": "wrapped_key"}
+
+// FileKeyCheck reads the master key check value of the catalog file at
+// path without opening it for writing (a restore's last check).
+func FileKeyCheck(ctx context.Context, path string) ([]byte, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var check []byte
+	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'key_check'`).Scan(&check); err != nil {
+		return nil, fmt.Errorf("catalog: read the key check of %s: %w", path, err)
+	}
+	return check, nil
+}

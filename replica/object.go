@@ -1,0 +1,179 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+// Every replica object is one generation's (docs/FORMAT.md, "Replica
+// objects"):
+//
+//	replica/g<gen>/manifest                  the generation's table of contents, written last
+//	replica/g<gen>/shard-<id>                rows of one key range of one table
+//	replica/g<gen>/seg-<first>-<last>        the rows changed by the log's entries first..last
+//
+// Generations and sequence numbers are zero-padded decimals, so listing
+// order is number order. Nothing in a name says more than these numbers.
+const root = "replica/"
+
+func genPrefix(gen int64) string { return fmt.Sprintf("%sg%010d/", root, gen) }
+
+func manifestKey(gen int64) string { return genPrefix(gen) + "manifest" }
+
+func segmentKey(gen, first, last int64) string {
+	return fmt.Sprintf("%sseg-%020d-%020d", genPrefix(gen), first, last)
+}
+
+func shardKey(gen int64, id ids.ID) string {
+	return fmt.Sprintf("%sshard-%x", genPrefix(gen), id[:])
+}
+
+// parseKey reads a replica key back: its generation and, for a segment,
+// its range. kind is "manifest", "shard" or "seg"; ok is false for a name
+// the replica never writes.
+func parseKey(key string) (gen int64, kind string, first, last int64, ok bool) {
+	rest, found := strings.CutPrefix(key, root+"g")
+	if !found {
+		return
+	}
+	g, name, found := strings.Cut(rest, "/")
+	if !found || len(g) != 10 {
+		return
+	}
+	gen, err := strconv.ParseInt(g, 10, 64)
+	if err != nil {
+		return
+	}
+	switch {
+	case name == "manifest":
+		return gen, "manifest", 0, 0, true
+	case strings.HasPrefix(name, "shard-") && len(name) == len("shard-")+32:
+		return gen, "shard", 0, 0, true
+	case strings.HasPrefix(name, "seg-") && len(name) == len("seg-")+41:
+		f, err1 := strconv.ParseInt(name[4:24], 10, 64)
+		l, err2 := strconv.ParseInt(name[25:], 10, 64)
+		if err1 == nil && err2 == nil && name[24] == '-' {
+			return gen, "seg", f, l, true
+		}
+	}
+	return 0, "", 0, 0, false
+}
+
+// An object's bytes: a format line, the catalog's id and the object's own
+// (16 bytes each; random, they say nothing), its data key wrapped
+// under the master key for (catalog id, object id), then the body sealed
+// with that key as every vCon is. Nothing in it reads without the master
+// key; an object moved under another name, or into another catalog's
+// replica, fails to open.
+var magic = []byte("vcon-server replica 1\n")
+
+type sealer struct {
+	key     *seal.MasterKey
+	catalog ids.ID
+}
+
+// put seals what write writes and stores it create-only under key,
+// returning its size.
+func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (int64, error) {
+	var id ids.ID
+	rand.Read(id[:])
+	dk, err := seal.NewDataKey()
+	if err != nil {
+		return 0, err
+	}
+	wrapped, err := s.key.Wrap(dk, s.catalog, id)
+	if err != nil {
+		return 0, err
+	}
+	u, err := store.Upload(ctx, key, true)
+	if err != nil {
+		return 0, err
+	}
+	defer u.Abort()
+	cw := &countingWriter{w: u}
+	cw.Write(magic)
+	cw.Write(s.catalog[:])
+	cw.Write(id[:])
+	cw.Write(wrapped)
+	sw, err := seal.NewWriter(cw, dk, s.catalog, id)
+	if err != nil {
+		return 0, err
+	}
+	if err := write(sw); err != nil {
+		return 0, err
+	}
+	if err := sw.Close(); err != nil {
+		return 0, err
+	}
+	if cw.err != nil {
+		return 0, cw.err
+	}
+	if err := u.Commit(); err != nil {
+		return 0, err
+	}
+	return cw.n, nil
+}
+
+// get opens the object under key and returns its body, verified as it is
+// read; the caller closes it. A sealer with a zero catalog id (a restore,
+// before its manifest is read) takes the object's.
+func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.ReadCloser, error) {
+	rc, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, len(magic)+32+seal.WrappedSize)
+	if _, err := io.ReadFull(rc, head); err != nil || !bytes.Equal(head[:len(magic)], magic) {
+		rc.Close()
+		return nil, fmt.Errorf("replica: %s is not a replica object", key)
+	}
+	var cat, id ids.ID
+	copy(cat[:], head[len(magic):])
+	copy(id[:], head[len(magic)+16:])
+	if s.catalog == (ids.ID{}) {
+		s.catalog = cat
+	}
+	if cat != s.catalog {
+		rc.Close()
+		return nil, fmt.Errorf("replica: %s belongs to another catalog's replica", key)
+	}
+	dk, err := s.key.Unwrap(head[len(magic)+32:], s.catalog, id)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("replica: %s does not open with this master key and catalog: %w", key, err)
+	}
+	r, err := seal.NewReader(rc, dk, s.catalog, id)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("replica: %s: %w", key, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, rc}, nil
+}
+
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}

@@ -1,0 +1,764 @@
+// Package replica keeps a sealed copy of the catalog in a bucket or a
+// directory on another disk, so that losing the host loses no data key
+// (docs/FORMAT.md, "Replica"; docs/disaster-recovery.md).
+//
+// The copy is a chain of generations. A generation's manifest names the
+// shards that hold every carried table as of a base point of the catalog's
+// change log, and the segments after it hold the rows that changed since,
+// with their values at the time each was cut. A segment is cut as often as
+// max_lag asks; a rollover writes a new generation and deletes every object
+// the new one does not name, so a destroyed data key survives in no object
+// once a purge's rollover is done.
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+// LockName is the file in the data directory whose lock one process holds
+// while it writes to the replica: the server and a CLI command never cut
+// segments, or roll over, at once.
+const LockName = "replica.lock"
+
+// shardRows is the most rows a rollover writes into one shard.
+const shardRows = 4096
+
+// Config says where the replica goes and what it copies.
+type Config struct {
+	Store   objstore.Store
+	Cat     *catalog.Catalog
+	Key     *seal.MasterKey
+	DataDir string
+	MaxLag  time.Duration
+	Log     *slog.Logger
+}
+
+// Replica replicates one catalog. Its methods are safe for concurrent use.
+type Replica struct {
+	cfg Config
+	s   sealer
+
+	mu       sync.Mutex // one replica step at a time in this process; the lock file across processes
+	forgets  atomic.Int64
+	forgot   int64 // forget requests a finished rollover covers (under mu)
+	wake     chan struct{}
+	progress chan struct{} // closed and replaced whenever a step ends
+
+	behindSince atomic.Int64 // Unix nanos of the first time a change was seen not replicated; 0: caught up
+	lastErr     atomic.Pointer[error]
+
+	gen      atomic.Int64
+	uploaded atomic.Int64
+	bytes    atomic.Int64
+	objects  atomic.Int64
+}
+
+// ErrBehind is wrapped by the errors of writes refused or left
+// unacknowledged because the replica is behind.
+var ErrBehind = errors.New("the catalog's replica is behind")
+
+// New makes the replica of cfg.Cat; Run or Sync does the work.
+func New(cfg Config) *Replica {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+}
+
+// String names the target for operators.
+func (r *Replica) String() string { return r.cfg.Store.String() }
+
+// MaxLag is the configured promise.
+func (r *Replica) MaxLag() time.Duration { return r.cfg.MaxLag }
+
+// Enable makes the catalog log its changes for the replica. Every process
+// with a [replica] calls it before its first write.
+func (r *Replica) Enable(ctx context.Context) error { return r.cfg.Cat.EnableChangeLog(ctx) }
+
+// state is the replica's record in the catalog (replica_state): what the
+// newest generation holds and how far the segments after it reach.
+type state struct {
+	Target   string  `json:"target"`
+	Gen      int64   `json:"gen"`
+	Base     int64   `json:"base"`     // the log point the shards were cut at, at the latest
+	Uploaded int64   `json:"uploaded"` // the log point the replica holds
+	Pending  int64   `json:"pending,omitempty"`
+	Segments int     `json:"segments"` // segments since the manifest
+	Schema   string  `json:"schema"`
+	KeyCheck []byte  `json:"key_check"`
+	Tables   []table `json:"tables"`
+}
+
+type table struct {
+	catalog.RepTable
+	Shards []shard `json:"shards"`
+}
+
+// shard holds the rows of its table from Lo (nil: the first) up to the
+// next shard's Lo.
+type shard struct {
+	Lo   []byte `json:"lo,omitempty"`
+	Key  string `json:"key"`
+	Rows int    `json:"rows"`
+}
+
+// manifest is a generation's table of contents.
+type manifest struct {
+	Format   int                  `json:"format"`
+	Gen      int64                `json:"gen"`
+	Base     int64                `json:"base"`
+	Seq      int64                `json:"seq"` // the log point it was made at; a fold segment covers Base+1..Seq
+	Made     time.Time            `json:"made"`
+	KeyCheck []byte               `json:"key_check"`
+	Schema   []catalog.SchemaItem `json:"schema"`
+	Tables   []table              `json:"tables"`
+}
+
+func (r *Replica) loadState(ctx context.Context) (*state, error) {
+	b, err := r.cfg.Cat.ReplicaState(ctx)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	st := &state{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
+	}
+	return st, nil
+}
+
+func (r *Replica) saveState(ctx context.Context, st *state, trim int64) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := r.cfg.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetReplicaState(b, trim) }); err != nil {
+		return fmt.Errorf("replica: record progress: %w", err)
+	}
+	r.gen.Store(st.Gen)
+	r.uploaded.Store(st.Uploaded)
+	return nil
+}
+
+// lock takes this process's mutex and the data directory's lock file.
+func (r *Replica) lock(ctx context.Context) (func(), error) {
+	r.mu.Lock()
+	f, err := os.OpenFile(filepath.Join(r.cfg.DataDir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			r.mu.Unlock()
+			return nil, fmt.Errorf("replica: lock %s: %w", LockName, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			r.mu.Unlock()
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return func() {
+		f.Close()
+		close(r.progress)
+		r.progress = make(chan struct{})
+		r.mu.Unlock()
+	}, nil
+}
+
+// Sync returns once every change committed before it was called is in the
+// replica, cutting the segment itself if no other caller is. Concurrent
+// callers share one segment.
+func (r *Replica) Sync(ctx context.Context) error {
+	want, err := r.cfg.Cat.LastChange(ctx)
+	if err != nil {
+		return err
+	}
+	if r.uploaded.Load() >= want {
+		return nil
+	}
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = r.step(ctx, want)
+	r.note(err)
+	return err
+}
+
+// note records the outcome of a step for Admit and the metrics.
+func (r *Replica) note(err error) {
+	if err != nil {
+		r.lastErr.Store(&err)
+		return
+	}
+	r.lastErr.Store(nil)
+}
+
+// step brings the replica up to want at least: a whole new generation
+// when the record asks for one, else one segment. It runs under lock.
+func (r *Replica) step(ctx context.Context, want int64) error {
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	if why := r.needsGeneration(ctx, st); why != "" {
+		r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
+		return r.rollover(ctx, st, full)
+	}
+	r.gen.Store(st.Gen)
+	r.uploaded.Store(st.Uploaded)
+	if st.Uploaded >= want {
+		return nil
+	}
+	if err := r.cutSegment(ctx, st); err != nil {
+		return err
+	}
+	if r.compactDue(st) {
+		return r.rollover(ctx, st, compact)
+	}
+	return nil
+}
+
+// needsGeneration says why the record cannot take a segment; "" when it can.
+func (r *Replica) needsGeneration(ctx context.Context, st *state) string {
+	switch {
+	case st == nil || st.Gen == 0:
+		return "no generation yet"
+	case st.Pending != 0:
+		return "a rollover was cut off"
+	case st.Target != r.cfg.Store.String():
+		return "the target changed"
+	case string(st.KeyCheck) != string(r.cfg.Key.CheckValue()):
+		return "the master key changed"
+	}
+	var schema string
+	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
+		var err error
+		_, schema, err = v.Schema()
+		return err
+	})
+	if err == nil && schema != st.Schema {
+		return "the catalog's schema changed"
+	}
+	return ""
+}
+
+// compactDue: a rollover folds what the segments carry into the shards
+// once they hold an eighth of the catalog (and at least 50,000 changes),
+// or too many segments make a restore slow.
+func (r *Replica) compactDue(st *state) bool {
+	rows := 0
+	for _, t := range st.Tables {
+		for _, s := range t.Shards {
+			rows += s.Rows
+		}
+	}
+	return st.Uploaded-st.Base > max(50_000, int64(rows/8)) || st.Segments >= 1000
+}
+
+// cutSegment writes the rows changed after st.Uploaded, as of now, as one
+// segment of the current generation.
+func (r *Replica) cutSegment(ctx context.Context, st *state) error {
+	tables := map[string]catalog.RepTable{}
+	for _, t := range st.Tables {
+		tables[t.Name] = t.RepTable
+	}
+	var last int64
+	var size int64
+	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
+		var err error
+		if last, err = v.LastChange(); err != nil || last <= st.Uploaded {
+			return err
+		}
+		size, err = r.s.put(ctx, r.cfg.Store, segmentKey(st.Gen, st.Uploaded+1, last), func(w io.Writer) error {
+			return writeChanges(w, v, st.Tables, tables, st.Uploaded, last, nil)
+		})
+		return err
+	})
+	if errors.Is(err, objstore.ErrExists) {
+		// A process cut it and stopped before recording it.
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
+	}
+	if last <= st.Uploaded {
+		return nil
+	}
+	r.bytes.Add(size)
+	r.objects.Add(1)
+	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
+	st.Uploaded = last
+	st.Segments++
+	return r.saveState(ctx, st, 0)
+}
+
+// writeChanges writes a segment body: the tables it may name, then, for
+// every row the log notes after `after` up to `upto`, its value now or its
+// deletion. visit sees each row read (nil when gone).
+func writeChanges(w io.Writer, v *catalog.View, list []table, tables map[string]catalog.RepTable, after, upto int64, visit func(t catalog.RepTable, key, row []any) error) error {
+	e := newEncoder(w)
+	index := map[string]int{}
+	e.uvarint(uint64(len(list)))
+	for i, t := range list {
+		index[t.Name] = i
+		e.bytes([]byte(t.Name))
+		e.uvarint(uint64(len(t.Cols)))
+		for _, c := range t.Cols {
+			e.bytes([]byte(c))
+		}
+		e.uvarint(uint64(len(t.Key)))
+		for _, k := range t.Key {
+			e.uvarint(uint64(k))
+		}
+	}
+	err := v.Changes(after, upto, func(name string, key []any) error {
+		t, ok := tables[name]
+		if !ok {
+			return nil // a table the replica does not carry
+		}
+		key = key[:len(t.Key)]
+		row, err := v.Row(t, key)
+		if err != nil {
+			return err
+		}
+		if visit != nil {
+			if err := visit(t, key, row); err != nil {
+				return err
+			}
+		}
+		if row == nil {
+			e.byte(recDelete)
+			e.uvarint(uint64(index[name]))
+			e.values(key)
+		} else {
+			e.byte(recPut)
+			e.uvarint(uint64(index[name]))
+			e.values(row)
+		}
+		return e.err
+	})
+	if err != nil {
+		return err
+	}
+	e.byte(recEnd)
+	return e.flush()
+}
+
+// Forget returns once a rollover that started after it was called is
+// done: every replica object older than a key destruction committed
+// before the call is deleted and proven gone. Purges arriving together
+// share one rollover (docs/FORMAT.md, "Replica rollover").
+func (r *Replica) Forget(ctx context.Context) error {
+	ticket := r.forgets.Add(1)
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if r.forgot >= ticket {
+		return nil
+	}
+	covered := r.forgets.Load()
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	mode := forget
+	if r.needsGeneration(ctx, st) != "" {
+		mode = full
+	} else if r.compactDue(st) {
+		mode = compact
+	}
+	err = r.rollover(ctx, st, mode)
+	r.note(err)
+	if err == nil {
+		r.forgot = covered
+	}
+	return err
+}
+
+// Rotate writes a whole generation sealed under the (new) master key and
+// deletes every object sealed under the old one.
+func (r *Replica) Rotate(ctx context.Context) error {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	return r.rollover(ctx, st, full)
+}
+
+type rolloverMode int
+
+const (
+	full    rolloverMode = iota // every shard cut again from the catalog
+	compact                     // the shards the segments changed cut again; no fold
+	forget                      // the shards that held a cleared secret cut again; the rest folded into one segment
+)
+
+// rollover writes generation gen+1 and deletes every object it does not
+// name, in the order of docs/FORMAT.md, "Replica rollover": the pending
+// generation recorded, shards and fold written, the manifest written
+// last, the record committed, then the old objects deleted and proven
+// gone. It runs under lock.
+func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) error {
+	existing, maxGen, err := r.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		st = &state{}
+	}
+	gen := max(st.Gen, st.Pending, maxGen) + 1
+	st.Pending = gen
+	if err := r.saveState(ctx, st, 0); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterPending)
+
+	m := &manifest{Format: 1, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
+	var schemaFP string
+	var written int64
+	err = r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
+		seq, err := v.LastChange()
+		if err != nil {
+			return err
+		}
+		m.Seq = seq
+		if m.Schema, schemaFP, err = v.Schema(); err != nil {
+			return err
+		}
+		now, err := v.Tables()
+		if err != nil {
+			return err
+		}
+		old := map[string]table{}
+		for _, t := range st.Tables {
+			old[t.Name] = t
+		}
+		// Which shards of each table to cut again, by index into the old
+		// list; a table new or changed in shape is cut whole.
+		cut := map[string]map[int]bool{}
+		whole := map[string]bool{}
+		for _, t := range now {
+			o, ok := old[t.Name]
+			if mode == full || !ok || !sameShape(o.RepTable, t) {
+				whole[t.Name] = true
+			}
+			cut[t.Name] = map[int]bool{}
+		}
+		m.Base = st.Base
+		if mode != full {
+			byName := map[string]catalog.RepTable{}
+			for _, t := range now {
+				if !whole[t.Name] {
+					byName[t.Name] = t
+				}
+			}
+			mark := func(t catalog.RepTable, key, row []any) error {
+				if mode == forget {
+					col, secret := catalog.Secrets[t.Name]
+					if !secret || (row != nil && row[colIndex(t, col)] != nil) {
+						return nil
+					}
+				}
+				i, err := shardOf(old[t.Name].Shards, key)
+				if err != nil {
+					return err
+				}
+				cut[t.Name][i] = true
+				return nil
+			}
+			if mode == forget {
+				// The fold: every row changed since the base, as of now.
+				if seq > st.Base {
+					n, err := r.s.put(ctx, r.cfg.Store, segmentKey(gen, st.Base+1, seq), func(w io.Writer) error {
+						return writeChanges(w, v, tablesOf(now), byName, st.Base, seq, mark)
+					})
+					if err != nil {
+						return fmt.Errorf("write the fold: %w", err)
+					}
+					written += n
+				}
+			} else if err := v.Changes(st.Base, seq, func(name string, key []any) error {
+				t, ok := byName[name]
+				if !ok {
+					return nil
+				}
+				return mark(t, key[:len(t.Key)], nil)
+			}); err != nil {
+				return err
+			}
+		}
+		if mode != forget {
+			m.Base = seq
+		}
+		for _, t := range now {
+			shards, n, err := r.cutTable(ctx, v, gen, t, old[t.Name].Shards, whole[t.Name], cut[t.Name])
+			if err != nil {
+				return err
+			}
+			written += n
+			m.Tables = append(m.Tables, table{RepTable: t, Shards: shards})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replica: write generation %d to %s: %w", gen, r.cfg.Store, err)
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterShards)
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	n, err := r.s.put(ctx, r.cfg.Store, manifestKey(gen), func(w io.Writer) error {
+		_, err := w.Write(body)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("replica: write the manifest of generation %d to %s: %w", gen, r.cfg.Store, err)
+	}
+	written += n
+	r.bytes.Add(written)
+	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
+
+	next := &state{
+		Target: r.cfg.Store.String(), Gen: gen, Base: m.Base, Uploaded: m.Seq,
+		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables,
+	}
+	trim := int64(0)
+	if m.Base == m.Seq {
+		trim = m.Seq
+	}
+	if err := r.saveState(ctx, next, trim); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterRecord)
+	keep := map[string]bool{}
+	for _, t := range m.Tables {
+		for _, s := range t.Shards {
+			keep[s.Key] = true
+		}
+	}
+	if err := r.deleteAllBut(ctx, existing, gen, keep); err != nil {
+		return err
+	}
+	r.cfg.Log.Info("replica: generation written", "generation", gen, "bytes", written)
+	return nil
+}
+
+func tablesOf(ts []catalog.RepTable) []table {
+	out := make([]table, len(ts))
+	for i, t := range ts {
+		out[i] = table{RepTable: t}
+	}
+	return out
+}
+
+func sameShape(a, b catalog.RepTable) bool {
+	if len(a.Cols) != len(b.Cols) || len(a.Key) != len(b.Key) {
+		return false
+	}
+	for i := range a.Cols {
+		if a.Cols[i] != b.Cols[i] {
+			return false
+		}
+	}
+	for i := range a.Key {
+		if a.Key[i] != b.Key[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func colIndex(t catalog.RepTable, col string) int {
+	for i, c := range t.Cols {
+		if c == col {
+			return i
+		}
+	}
+	return -1
+}
+
+// shardOf returns the index of the shard whose range holds key: the last
+// whose Lo is at or below it (the first shard takes what lies below all).
+func shardOf(shards []shard, key []any) (int, error) {
+	lo, hi := 1, len(shards)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		k, err := decodeKey(shards[mid].Lo)
+		if err != nil {
+			return 0, err
+		}
+		if compareKeys(k, key) <= 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo - 1, nil
+}
+
+// cutTable returns the shards of t for the new generation: the old ones
+// kept, except those in cut, whose ranges are read again and written as
+// new shards of gen (split when they grew). whole cuts every range anew.
+func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t catalog.RepTable, old []shard, whole bool, cut map[int]bool) ([]shard, int64, error) {
+	if whole || len(old) == 0 {
+		if !whole && len(cut) == 0 {
+			return nil, 0, nil // empty and unchanged
+		}
+		return r.cutRange(ctx, v, gen, t, nil, nil)
+	}
+	var out []shard
+	var written int64
+	for i, s := range old {
+		if !cut[i] {
+			out = append(out, s)
+			continue
+		}
+		var lo, hi []any
+		var err error
+		if i > 0 {
+			if lo, err = decodeKey(s.Lo); err != nil {
+				return nil, 0, err
+			}
+		}
+		if i+1 < len(old) {
+			if hi, err = decodeKey(old[i+1].Lo); err != nil {
+				return nil, 0, err
+			}
+		}
+		shards, n, err := r.cutRange(ctx, v, gen, t, lo, hi)
+		if err != nil {
+			return nil, 0, err
+		}
+		written += n
+		if len(shards) > 0 && i > 0 {
+			shards[0].Lo = s.Lo // the range keeps its bound even if its first row went
+		}
+		out = append(out, shards...)
+	}
+	if len(out) > 0 {
+		out[0].Lo = nil
+	}
+	return out, written, nil
+}
+
+// cutRange writes the rows of t in [lo, hi) as shards of up to shardRows
+// rows each.
+func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t catalog.RepTable, lo, hi []any) ([]shard, int64, error) {
+	var out []shard
+	var written int64
+	var rows [][]any
+	flush := func() error {
+		if len(rows) == 0 {
+			return nil
+		}
+		first, err := encodeKey(t.KeyOf(rows[0]))
+		if err != nil {
+			return err
+		}
+		key := shardKey(gen, ids.NewRandom())
+		n, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+			e := newEncoder(w)
+			for _, row := range rows {
+				e.byte(recPut)
+				e.values(row)
+			}
+			e.byte(recEnd)
+			return e.flush()
+		})
+		if err != nil {
+			return fmt.Errorf("write a shard of %s: %w", t.Name, err)
+		}
+		written += n
+		out = append(out, shard{Lo: first, Key: key, Rows: len(rows)})
+		rows = rows[:0]
+		return nil
+	}
+	err := v.Range(t, lo, hi, func(row []any) error {
+		rows = append(rows, row)
+		if len(rows) == shardRows {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	return out, written, err
+}
+
+// listAll lists every replica object and the newest generation named.
+func (r *Replica) listAll(ctx context.Context) ([]string, int64, error) {
+	var keys []string
+	var maxGen int64
+	err := r.cfg.Store.List(ctx, root, func(in objstore.Info) error {
+		keys = append(keys, in.Key)
+		if g, _, _, _, ok := parseKey(in.Key); ok && g > maxGen {
+			maxGen = g
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("replica: list %s: %w", r.cfg.Store, err)
+	}
+	return keys, maxGen, nil
+}
+
+// deleteAllBut deletes every key listed before the rollover that is
+// neither in generation gen nor kept, then proves each gone.
+func (r *Replica) deleteAllBut(ctx context.Context, keys []string, gen int64, keep map[string]bool) error {
+	var gone []string
+	for _, k := range keys {
+		if g, _, _, _, ok := parseKey(k); (ok && g == gen) || keep[k] {
+			continue
+		}
+		if err := r.cfg.Store.Delete(ctx, k); err != nil {
+			return fmt.Errorf("replica: delete an old object from %s: %w", r.cfg.Store, err)
+		}
+		gone = append(gone, k)
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterDeletes)
+	for _, k := range gone {
+		if _, err := r.cfg.Store.Stat(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
+			if err == nil {
+				err = errors.New("the target still holds an object it was told to delete")
+			}
+			return fmt.Errorf("replica: prove an old object gone from %s: %w", r.cfg.Store, err)
+		}
+	}
+	return nil
+}

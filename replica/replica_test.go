@@ -1,0 +1,295 @@
+package replica
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	dir   string
+	cat   *catalog.Catalog
+	key   *seal.MasterKey
+	store objstore.Store
+	rep   *Replica
+	n     int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	key, err := seal.MasterKeyFromBytes(make([]byte, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _, err := catalog.Create(ctx, dir, key.CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	target := t.TempDir()
+	store, err := objstore.NewDir(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := New(Config{Store: store, Cat: cat, Key: key, DataDir: dir})
+	if err := rep.Enable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, ctx: ctx, dir: dir, cat: cat, key: key, store: store, rep: rep}
+}
+
+var tenant = ids.ID{1}
+
+// add stores n versions of new vCons (and a tenant first), straight in SQL.
+func (f *fixture) add(n int) []ids.ID {
+	f.t.Helper()
+	db := f.cat.DB()
+	if f.n == 0 {
+		f.exec(db, `INSERT INTO tenants(id, name, created_at) VALUES (?, 'acme', 1)`, tenant[:])
+	}
+	var out []ids.ID
+	for range n {
+		f.n++
+		v, u := ids.NewRandom(), ids.NewRandom()
+		f.exec(db, `INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
+			VALUES (?, ?, ?, ?, 'application/json', '', 'unsigned', 10, 20, ?, 'dir')`, v[:], tenant[:], u[:], f.n, []byte(fmt.Sprintf("key-%d", f.n)))
+		f.exec(db, `INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`, tenant[:], u[:], v[:])
+		f.exec(db, `INSERT INTO audit(tenant, at, actor, label, action, status) VALUES (?, ?, 'k', 'l', 'store', 201)`, tenant[:], f.n)
+		out = append(out, v)
+	}
+	return out
+}
+
+func (f *fixture) exec(db *sql.DB, q string, args ...any) {
+	f.t.Helper()
+	if _, err := db.ExecContext(f.ctx, q, args...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// dump reads every carried table of the catalog file at path.
+func dump(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string][]string{}
+	for _, name := range []string{"tenants", "keys", "vcons", "versions", "audit", "admin_log", "meta", "pack_files", "manifests"} {
+		rows, err := db.Query(`SELECT * FROM ` + name + ` ORDER BY 1, 2`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = append(out[name], fmt.Sprintf("%v", vals))
+		}
+		rows.Close()
+	}
+	return out
+}
+
+func (f *fixture) restoreMatches() Restored {
+	f.t.Helper()
+	path := filepath.Join(f.t.TempDir(), "restored.db")
+	res, err := Restore(f.ctx, f.store, f.key, path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	want, got := dump(f.t, f.cat.Path()), dump(f.t, path)
+	if !reflect.DeepEqual(want, got) {
+		for k := range want {
+			if !reflect.DeepEqual(want[k], got[k]) {
+				f.t.Errorf("table %s: %d rows in the catalog, %d restored", k, len(want[k]), len(got[k]))
+			}
+		}
+		f.t.Fatal("the restored catalog differs")
+	}
+	return res
+}
+
+func (f *fixture) keys() map[string]bool {
+	f.t.Helper()
+	out := map[string]bool{}
+	err := f.store.List(f.ctx, root, func(in objstore.Info) error { out[in.Key] = true; return nil })
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+func TestSyncAndRestore(t *testing.T) {
+	f := newFixture(t)
+	f.add(10)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.rep.Status().Generation; g != 1 {
+		t.Fatalf("generation %d after the first sync, want 1", g)
+	}
+	f.restoreMatches()
+	for range 3 {
+		f.add(5)
+		if err := f.rep.Sync(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.exec(f.cat.DB(), `DELETE FROM audit WHERE id = 3`)
+	f.exec(f.cat.DB(), `UPDATE tenants SET name = 'renamed'`)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := f.restoreMatches()
+	if res.Segments != 4 || res.Generation != 1 {
+		t.Fatalf("restored %+v, want generation 1 and 4 segments", res)
+	}
+}
+
+func TestForgetRewritesOnlyWhatHeldTheKey(t *testing.T) {
+	f := newFixture(t)
+	vs := f.add(3 * shardRows)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.add(10)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := f.keys()
+	// Destroy the key of a version in the first shard of versions.
+	f.exec(f.cat.DB(), `UPDATE versions SET wrapped_key = NULL, purge = 1 WHERE id = ?`, vs[5][:])
+	if err := f.rep.Forget(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := f.keys()
+	kept := 0
+	for k := range before {
+		if after[k] {
+			kept++
+			if !strings.Contains(k, "/shard-") {
+				t.Errorf("%s outlived the rollover", k)
+			}
+		}
+	}
+	st, _ := f.rep.loadState(f.ctx)
+	var versionShards int
+	for _, tb := range st.Tables {
+		if tb.Name == "versions" {
+			versionShards = len(tb.Shards)
+		}
+	}
+	if versionShards < 3 {
+		t.Fatalf("versions in %d shards, want 3 or more", versionShards)
+	}
+	if kept == 0 {
+		t.Fatal("the rollover kept no shard: it cut everything again")
+	}
+	// Which versions shard now holds vs[5]: it must be of the new generation.
+	i, _ := shardOf(tablesByName(st)["versions"].Shards, []any{vs[5][:]})
+	if sh := tablesByName(st)["versions"].Shards[i]; before[sh.Key] {
+		t.Fatalf("the shard holding the destroyed key, %s, was kept", sh.Key)
+	}
+	f.restoreMatches()
+	// A second rollover with nothing to forget keeps it all but the fold.
+	if err := f.rep.Forget(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.restoreMatches()
+}
+
+func tablesByName(st *state) map[string]table {
+	m := map[string]table{}
+	for _, t := range st.Tables {
+		m[t.Name] = t
+	}
+	return m
+}
+
+func TestCompactAndRotate(t *testing.T) {
+	f := newFixture(t)
+	f.add(100)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.add(100)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	unlock, _ := f.rep.lock(f.ctx)
+	st, _ := f.rep.loadState(f.ctx)
+	err := f.rep.rollover(f.ctx, st, compact)
+	unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged int
+	f.cat.DB().QueryRow(`SELECT count(*) FROM replica_log`).Scan(&logged)
+	if logged != 0 {
+		t.Fatalf("%d log entries after a compaction, want 0", logged)
+	}
+	f.restoreMatches()
+	if err := f.rep.Rotate(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.restoreMatches()
+	for k := range f.keys() {
+		if g, _, _, _, _ := parseKey(k); g != f.rep.Status().Generation {
+			t.Fatalf("%s outlived a whole rollover", k)
+		}
+	}
+}
+
+func TestPendingRolloverStartsOver(t *testing.T) {
+	f := newFixture(t)
+	f.add(20)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.rep.loadState(f.ctx)
+	st.Pending = st.Gen + 1
+	if err := f.rep.saveState(f.ctx, st, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.add(1)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.rep.Status().Generation; g != 3 {
+		t.Fatalf("generation %d, want 3 (a whole one after the pending 2)", g)
+	}
+	f.restoreMatches()
+}
+
+func TestCompareMatchesSQLite(t *testing.T) {
+	vals := []any{nil, int64(-3), 2.5, int64(7), "a", "b", []byte{0}, []byte{1, 2}}
+	for i := range vals {
+		for j := range vals {
+			got := compare(vals[i], vals[j])
+			if (i < j && got >= 0) || (i > j && got <= 0) || (i == j && got != 0) {
+				t.Fatalf("compare(%v, %v) = %d", vals[i], vals[j], got)
+			}
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Run cuts segments until ctx ends: at once when Wake is called, else
+// often enough to keep max_lag. Failures are logged once when they start,
+// then once a minute with a count, then once when they end; the lag they
+// cause is what Admit refuses writes on.
+func (r *Replica) Run(ctx context.Context) {
+	tick := min(100*time.Millisecond, max(r.cfg.MaxLag/4, 20*time.Millisecond))
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var failing int
+	var lastLog time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+		err := r.Sync(ctx)
+		r.measure(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			failing++
+			if failing == 1 || time.Since(lastLog) >= time.Minute {
+				r.cfg.Log.Error("replica: cannot write to the target; writes wait, then fail, once the lag passes max_lag", "target", r.String(), "failures", failing, "err", err)
+				lastLog = time.Now()
+			}
+		case failing > 0:
+			r.cfg.Log.Info("replica: the target answers again", "target", r.String(), "failures", failing)
+			failing = 0
+		}
+	}
+}
+
+// Wake asks Run to cut a segment now.
+func (r *Replica) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// measure notes since when a change has waited for the replica.
+func (r *Replica) measure(ctx context.Context) {
+	last, err := r.cfg.Cat.LastChange(ctx)
+	if err != nil {
+		return
+	}
+	if last <= r.uploaded.Load() {
+		r.behindSince.Store(0)
+	} else if r.behindSince.Load() == 0 {
+		r.behindSince.Store(time.Now().UnixNano())
+	}
+}
+
+// Lag is how long the oldest change not yet in the replica has waited (0
+// when none waits).
+func (r *Replica) Lag() time.Duration {
+	s := r.behindSince.Load()
+	if s == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, s))
+}
+
+// admitWait bounds how long a write waits for a lagging replica.
+const admitWait = 5 * time.Second
+
+// Admit is asked before a write: it returns nil while the replica keeps
+// max_lag, waits a little while it does not, then refuses with an error
+// wrapping ErrBehind that says why. With max_lag 0 every write waits in
+// Sync instead, so Admit lets it through.
+func (r *Replica) Admit(ctx context.Context) error {
+	if r.cfg.MaxLag == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(admitWait)
+	for {
+		lag := r.Lag()
+		if lag <= r.cfg.MaxLag {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return r.behind(lag)
+		}
+		r.Wake()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Acknowledge is asked after a write committed and before it is answered:
+// with max_lag 0 it returns once the write is in the replica, or an error
+// wrapping ErrBehind; otherwise at once.
+func (r *Replica) Acknowledge(ctx context.Context) error {
+	if r.cfg.MaxLag > 0 {
+		r.Wake()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, admitWait)
+	defer cancel()
+	if err := r.Sync(ctx); err != nil {
+		return fmt.Errorf("%w: %s did not take the change: %v", ErrBehind, r.String(), err)
+	}
+	return nil
+}
+
+func (r *Replica) behind(lag time.Duration) error {
+	why := "it has not answered"
+	if p := r.lastErr.Load(); p != nil {
+		why = (*p).Error()
+	}
+	return fmt.Errorf("%w by %s, more than max_lag = %d: %s", ErrBehind, lag.Round(time.Millisecond), int(r.cfg.MaxLag/time.Second), why)
+}
+
+// Status is what /metrics and check show of the replica.
+type Status struct {
+	Target     string        `json:"target"`
+	Generation int64         `json:"generation"`
+	Replicated int64         `json:"replicated"` // the last change of the catalog's log the replica holds
+	Lag        time.Duration `json:"-"`
+	Bytes      int64         `json:"-"` // uploaded by this process
+	Objects    int64         `json:"-"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// Status reports the replica's state as this process last saw it.
+func (r *Replica) Status() Status {
+	s := Status{Target: r.String(), Generation: r.gen.Load(), Replicated: r.uploaded.Load(), Lag: r.Lag(), Bytes: r.bytes.Load(), Objects: r.objects.Load()}
+	if p := r.lastErr.Load(); p != nil {
+		s.Error = (*p).Error()
+	}
+	return s
+}
+
+// IsBehind reports whether err is a replica's refusal.
+func IsBehind(err error) bool { return errors.Is(err, ErrBehind) }

@@ -350,5 +350,3 @@ func lastOf(segs []segRange) int64 {
 	}
 	return segs[len(segs)-1].last
 }
-
-

@@ -55,7 +55,7 @@ func (a *Archive) behindBucket(ctx context.Context, tenant ids.ID) (bool, error)
 // the keys of versions purged since the copy, and before the purges
 // finish and pending files are removed, since a file pending in the copy
 // may be the one that now holds its rows.
-func (a *Archive) adoptRestored(ctx context.Context) (files, versions int, err error) {
+func (a *Archive) adoptRestored(ctx context.Context, restored bool) (files, versions int, err error) {
 	p := a.packer
 	if p == nil {
 		return 0, 0, nil
@@ -65,9 +65,11 @@ func (a *Archive) adoptRestored(ctx context.Context) (files, versions int, err e
 		return 0, 0, err
 	}
 	for _, t := range tenants {
-		behind, err := a.behindBucket(ctx, t.ID)
-		if err != nil {
-			return files, versions, err
+		behind := restored
+		if !behind {
+			if behind, err = a.behindBucket(ctx, t.ID); err != nil {
+				return files, versions, err
+			}
 		}
 		if !behind {
 			continue

@@ -5,6 +5,7 @@
 package archive
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,16 @@ type Config struct {
 	// Parquet turns Parquet storage on ([storage.parquet]); nil leaves
 	// every version an object.
 	Parquet *ParquetOptions
+	// Replica, when set, is the catalog's replica: a purge goes on to its
+	// bytes only once the replica forgot its key (docs/FORMAT.md, "Purge
+	// of an object", step 1).
+	Replica Forgetter
+}
+
+// Forgetter is the replica as purges see it: Forget returns once no
+// replica object holds a key destroyed before the call.
+type Forgetter interface {
+	Forget(ctx context.Context) error
 }
 
 // Archive joins the catalog, the object store and the master key. It is

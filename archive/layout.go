@@ -53,6 +53,21 @@ func TombstoneKey(loc catalog.Location, tenant, version ids.ID) string {
 	return kindPrefix(loc, kindPurged, tenant) + version.String()
 }
 
+// PurgeWrite reports whether key is one a purge writes before it deletes
+// any bytes (its count and tombstones): these may take the disk's reserve
+// (diskspace.Spare), so that a purge on a full disk can go on to free it.
+func PurgeWrite(key string) bool {
+	if key == PurgeCountKey {
+		return true
+	}
+	kind, _, _, ok := dirKey(key)
+	if ok {
+		return kind == kindPurged
+	}
+	parts := strings.Split(key, "/")
+	return len(parts) == 4 && parts[0] == "tenants" && parts[2] == kindPurged
+}
+
 // PackKey is where a pack file lives in the bucket.
 func PackKey(tenant ids.ID, date string, file ids.ID) string {
 	return kindPrefix(catalog.InS3, kindParquet, tenant) + "date=" + date + "/part-" + file.String() + ".parquet"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -148,6 +149,9 @@ func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Versi
 	if err := a.checkpoint(ctx); err != nil {
 		return destroyed, err
 	}
+	if err := a.forget(ctx); err != nil {
+		return destroyed, err
+	}
 	crashpoint.Hit(crashpoint.PurgeAfterKey)
 	var errs []error
 	for _, v := range destroyed {
@@ -164,6 +168,22 @@ func (a *Archive) checkpoint(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return a.Cat.Checkpoint(cctx)
+}
+
+// errForget wraps a replica's failure to forget destroyed keys: the purges
+// wait, and the server runs on (start-up recovery does not stop on it).
+var errForget = errors.New("purge: the catalog's replica still holds destroyed keys")
+
+// forget rolls the replica over, so no replica object keeps a key this
+// process destroyed (docs/FORMAT.md, "Replica rollover").
+func (a *Archive) forget(ctx context.Context) error {
+	if a.Replica == nil {
+		return nil
+	}
+	if err := a.Replica.Forget(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errForget, err)
+	}
+	return nil
 }
 
 // purgeFlights are the purges this process is finishing, by version, so
@@ -287,8 +307,12 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if len(unfinished) > 0 {
-		// The key deletion may still sit in the WAL if a checkpoint failed.
+		// The key deletion may still sit in the WAL if a checkpoint failed,
+		// and in the replica if its rollover did.
 		if err := a.checkpoint(ctx); err != nil {
+			return 0, err
+		}
+		if err := a.forget(ctx); err != nil {
 			return 0, err
 		}
 	}

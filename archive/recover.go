@@ -48,12 +48,16 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 		}
 		rec.Temps = n
 	}
-	n, err := a.reapplyTombstones(ctx)
+	restored, err := a.Cat.Restored(ctx)
+	if err != nil {
+		return rec, err
+	}
+	n, err := a.reapplyTombstones(ctx, restored)
 	rec.Tombstoned = n
 	if err != nil {
 		return rec, err
 	}
-	if rec.Adopted, rec.Repointed, err = a.adoptRestored(ctx); err != nil {
+	if rec.Adopted, rec.Repointed, err = a.adoptRestored(ctx, restored); err != nil {
 		return rec, err
 	}
 	if rec.PackFiles, err = a.recoverPacks(ctx); err != nil {
@@ -61,8 +65,17 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 	}
 	n, err = a.Sweep(ctx)
 	rec.PurgesEnded = n
-	if err != nil {
+	if errors.Is(err, errForget) {
+		// The keys are destroyed here; the sweep finishes the purges once
+		// the replica's target answers again.
+		a.logError("start-up recovery: purges wait for the replica", err)
+	} else if err != nil {
 		return rec, err
+	}
+	if restored {
+		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ClearRestored() }); err != nil {
+			return rec, err
+		}
 	}
 	// A manifest a crash kept from being written is written now; a failure
 	// here leaves it to the first pack run, which ensures it again.
@@ -80,7 +93,7 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 // the catalog counted purges, or is not a count); otherwise every
 // tombstone is of a purge this catalog made, and it reads one small
 // object.
-func (a *Archive) reapplyTombstones(ctx context.Context) (int, error) {
+func (a *Archive) reapplyTombstones(ctx context.Context, restored bool) (int, error) {
 	stored, readable, err := a.readPurgeCount(ctx)
 	if err != nil {
 		return 0, err
@@ -91,7 +104,7 @@ func (a *Archive) reapplyTombstones(ctx context.Context) (int, error) {
 	}
 	a.rec.purges.set(stored)
 	behind := known && readable && stored > have
-	unknown := !known || !readable || (stored < 0 && have > 0)
+	unknown := restored || !known || !readable || (stored < 0 && have > 0)
 	if !behind && !unknown {
 		return 0, nil
 	}
@@ -146,6 +159,7 @@ func (a *Archive) reapplyTenant(ctx context.Context, tenant ids.ID) (int, error)
 	}
 	n := 0
 	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+		n = 0 // a write refused for space runs again (catalog.Update)
 		for _, id := range found {
 			ok, err := tx.DestroyKeyOf(id)
 			if err != nil {

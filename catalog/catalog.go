@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	_ "modernc.org/sqlite"
 )
 
@@ -139,7 +140,15 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	c := &Catalog{db: db, path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
-	if err := c.migrate(ctx); err != nil {
+	err = c.migrate(ctx)
+	if reserve.IsFull(err) {
+		// The first to open a catalog makes its shared-memory file, which
+		// a full disk refuses: the reserve gives it room (Update).
+		if _, rerr := reserve.Release(filepath.Dir(path)); rerr == nil {
+			err = c.migrate(ctx)
+		}
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -217,7 +226,23 @@ func (c *Catalog) Close() error {
 // (durable: synchronous FULL) or failed. fn runs on the writer goroutine,
 // inside a savepoint of a transaction it may share with other calls: an
 // error from fn rolls back fn's work only. fn must do no I/O but SQL.
+//
+// A write refused for want of space is tried once more after the data
+// directory's reserve is given back (internal/reserve): the commits that
+// free space (retention changes, purges, audit records of refusals) must
+// succeed on a full disk. fn may therefore run twice; it sets, never
+// accumulates, what it reports.
 func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
+	err := c.update(ctx, fn)
+	if reserve.IsFull(err) {
+		if _, rerr := reserve.Release(filepath.Dir(c.path)); rerr == nil {
+			err = c.update(ctx, fn)
+		}
+	}
+	return err
+}
+
+func (c *Catalog) update(ctx context.Context, fn func(*Tx) error) error {
 	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
 	case c.reqs <- r:
@@ -328,6 +353,10 @@ func (c *Catalog) checkpoint(ctx context.Context) error {
 		err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &done)
 		if err == nil && busy == 0 && logFrames <= 0 {
 			return nil
+		}
+		if reserve.IsFull(err) {
+			// Copying the log into a file that must grow needs room.
+			reserve.Release(filepath.Dir(c.path))
 		}
 		select {
 		case <-ctx.Done():

@@ -519,6 +519,11 @@ func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loa
 	if _, err := tx.ExecContext(ctx, `DELETE FROM search_tokens; UPDATE tenants SET search_cursor = NULL, search_built = 0, search_key_check = NULL`); err != nil {
 		return fmt.Errorf("catalog: restore: reset the search indexes: %w", err)
 	}
+	// The mark start-up recovery reads: every tombstone and every pack
+	// file is looked at once (docs/FORMAT.md, "Restore").
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('restored', X'01')`); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("catalog: restore: %w", err)
 	}
@@ -565,4 +570,20 @@ func FileKeyCheck(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("catalog: read the key check of %s: %w", path, err)
 	}
 	return check, nil
+}
+
+// Restored reports whether the catalog was rebuilt by a restore whose
+// start-up recovery has not finished yet.
+func (c *Catalog) Restored(ctx context.Context) (bool, error) {
+	_, err := c.Meta(ctx, "restored")
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ClearRestored drops the mark Restored reads.
+func (tx *Tx) ClearRestored() error {
+	_, err := tx.exec(`DELETE FROM meta WHERE key = 'restored'`)
+	return err
 }

@@ -69,6 +69,11 @@ func runCheck(e *env, deep bool) error {
 		}
 	}
 	prog.done()
+	n, err := e.checkReplica(cfg, mk, cat)
+	if err != nil {
+		return err
+	}
+	problems += n
 	if damaged+problems > 0 {
 		return fmt.Errorf("check found %d damaged version(s) and %d problem(s); the lines above name them", damaged, problems)
 	}

@@ -13,6 +13,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/vcon-server/vcon-server/config"
 )
 
 // Version is stamped at build time with -ldflags "-X ...cli.Version=...".
@@ -27,6 +29,7 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	config string
+	opened *config.Config // the configuration the command loaded, if any
 }
 
 type command struct {
@@ -115,7 +118,13 @@ func run(e *env, args []string) error {
 	if len(pos) < required || len(pos) > want {
 		return usageError{fmt.Sprintf("usage: vcon-server %s %s", cmd.name, cmd.args)}
 	}
-	return cmd.run(e, fs, pos)
+	if err := cmd.run(e, fs, pos); err != nil {
+		return err
+	}
+	if cmd.name == "serve" || cmd.name == "restore" {
+		return nil
+	}
+	return e.syncReplica()
 }
 
 func takeConfig(e *env, args []string) ([]string, error) {

@@ -14,9 +14,11 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/diskspace"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/server"
 )
 
@@ -30,6 +32,10 @@ type Daemon struct {
 	// Metrics is what GET /metrics shows; pack runs and sweeps count into
 	// it (Metrics.PackRun, Metrics.Swept).
 	Metrics *server.Metrics
+	// Disk is the data directory's free space against min_free.
+	Disk *diskspace.Monitor
+	// Replica is the catalog's replica; nil without [replica].
+	Replica *replica.Replica
 
 	unlock  func()
 	ln      net.Listener
@@ -90,13 +96,24 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	if n := export.RemoveStaleScratch(objstore.SpoolDir(cfg.DataDir)); n > 0 {
 		log.Info("start-up recovery removed the scratch folders of killed exports", "removed", n)
 	}
+	if d.Replica, err = openReplica(ctx, cfg, mk, cat, log, true); err != nil {
+		return nil, err
+	}
+	if d.Replica == nil {
+		log.Warn(msgNoReplica)
+		if err := cat.DisableChangeLog(ctx); err != nil {
+			return nil, err
+		}
+	}
 	reg := metrics.NewRegistry()
 	d.Metrics = server.NewMetrics(reg)
+	d.Disk = newDiskMonitor(cfg, log, reg)
 	d.Archive, err = openArchive(ctx, cfg, mk, cat, parts{
 		serve: true, log: log, now: now, purged: d.Metrics.Purged,
 		// Every object-store call from here on, recovery's included, is
 		// counted by call and outcome.
-		wrap: func(s objstore.Store) objstore.Store { return objstore.NewMetered(s, reg) },
+		wrap:    func(s objstore.Store) objstore.Store { return spareStore(cfg, objstore.NewMetered(s, reg)) },
+		replica: d.Replica,
 	})
 	if err != nil {
 		return nil, err
@@ -131,16 +148,35 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		}
 	}
 	d.ln = tls.NewListener(ln, server.TLSConfig(cert))
-	s := &server.Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits}
+	s := &server.Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits,
+		Disk: d.Disk, Degraded: d.degraded}
+	if d.Replica != nil {
+		s.Replica = d.Replica
+	}
 	d.srv = server.NewHTTPServer(s.Handler(), log)
 	opt.Limits.Apply(d.srv)
 
 	runCtx, stop := context.WithCancel(context.Background())
 	d.stop = stop
-	d.wg.Add(3)
+	if d.Replica != nil {
+		d.wg.Add(2)
+		go func() {
+			defer d.wg.Done()
+			d.Replica.Run(runCtx)
+		}()
+		go func() {
+			defer d.wg.Done()
+			d.every(runCtx, time.Second, replicaMetrics(reg, d.Replica))
+		}()
+	}
+	d.wg.Add(4)
 	go func() {
 		defer d.wg.Done()
 		d.every(runCtx, 2*time.Second, d.IndexSearch)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.every(runCtx, diskInterval, func(context.Context) { d.Disk.Tick() })
 	}()
 	go func() {
 		defer d.wg.Done()

@@ -15,6 +15,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/seal"
 )
@@ -29,7 +30,9 @@ func (e *env) loadConfig() (*config.Config, error) {
 	if _, err := os.Stat(e.config); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("configuration file %s does not exist; write one (see docs/configuration.md) or name it with --config", e.config)
 	}
-	return config.Load(e.config)
+	cfg, err := config.Load(e.config)
+	e.opened = cfg
+	return cfg, err
 }
 
 // openCatalog opens the catalog beside a running server, if any, for the
@@ -110,6 +113,8 @@ type parts struct {
 	purged func(int)
 	// wrap decorates the object store (serve's metrics).
 	wrap func(objstore.Store) objstore.Store
+	// replica is told of every purge (nil: none).
+	replica *replica.Replica
 }
 
 // openArchive makes the Archive of the configuration over cat: the object
@@ -126,6 +131,9 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 		Cat: cat, Objects: objects, Loc: loc, Key: mk,
 		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
 		Log: p.log, Now: p.now, Purged: p.purged,
+	}
+	if p.replica != nil {
+		c.Replica = p.replica
 	}
 	if pq := cfg.Storage.Parquet; pq != nil && p.serve {
 		c.Parquet = &archive.ParquetOptions{PackLimit: pq.PackLimit, ReaderGrace: pq.ReaderGrace, SpoolDir: objstore.SpoolDir(cfg.DataDir)}

@@ -58,6 +58,16 @@ func runRotate(e *env, newPath string) error {
 	if err != nil {
 		return err
 	}
+	// Nothing sealed under the old key stays in the replica: a whole
+	// generation under the new one, then the old objects deleted.
+	if r, err := openReplica(e.ctx, cfg, newMK, cat, nil, true); err != nil || r != nil {
+		if err == nil {
+			err = r.Rotate(e.ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("rotated %d data key(s), but the replica still holds generations sealed under the old master key: %v; the server writes a whole generation under the new key when it starts", n, err)
+		}
+	}
 	fmt.Fprintf(e.stderr, "vcon-server: rotated %d data key(s); now set master_key = %q in %s: the server refuses the old key from now on; keep the old key file as long as you keep catalog backups taken before this rotation\n", n, abs, cfg.Path)
 	return e.emit(map[string]any{"rotated": n, "new_key": abs})
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vcon-server/vcon-server/catalog"
 )
 
 // Run cuts segments until ctx ends: at once when Wake is called, else
@@ -24,6 +26,7 @@ func (r *Replica) Run(ctx context.Context) {
 		case <-t.C:
 		case <-r.wake:
 		}
+		r.measure(ctx)
 		err := r.Sync(ctx)
 		r.measure(ctx)
 		switch {
@@ -148,3 +151,19 @@ func (r *Replica) Status() Status {
 
 // IsBehind reports whether err is a replica's refusal.
 func IsBehind(err error) bool { return errors.Is(err, ErrBehind) }
+
+// Pending reports whether the catalog holds changes its replica does not,
+// reading only the catalog: a command that changed nothing needs neither
+// the master key nor the target.
+func Pending(ctx context.Context, cat *catalog.Catalog) (bool, error) {
+	last, err := cat.LastChange(ctx)
+	if err != nil || last == 0 {
+		return false, err
+	}
+	r := &Replica{cfg: Config{Cat: cat}}
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st == nil || last > st.Uploaded, nil
+}

@@ -24,6 +24,11 @@ var (
 	ErrAccessDenied = errors.New("s3: access denied")
 	// ErrNoSuchBucket: the bucket does not exist.
 	ErrNoSuchBucket = errors.New("s3: no such bucket")
+	// ErrInsufficientStorage: the service or the bucket's quota has no
+	// room for the object (507, QuotaExceeded, MinIO's XMinioStorageFull
+	// and bucket quota). Waiting or freeing space helps; a retry now does
+	// not.
+	ErrInsufficientStorage = errors.New("s3: insufficient storage")
 )
 
 // Error is an S3 error answer. Its text never names the object key: keys
@@ -75,6 +80,12 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusForbidden && (e.Code == "AccessDenied" || e.Code == "Forbidden")
 	case ErrNoSuchBucket:
 		return e.Code == "NoSuchBucket"
+	case ErrInsufficientStorage:
+		switch e.Code {
+		case "QuotaExceeded", "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "InsufficientStorage":
+			return true
+		}
+		return e.StatusCode == http.StatusInsufficientStorage
 	}
 	return false
 }
@@ -86,6 +97,8 @@ func (e *Error) Is(target error) bool {
 // change, so they are never retried.
 func (e *Error) retryable() bool {
 	switch {
+	case e.Is(ErrInsufficientStorage):
+		return false
 	case e.StatusCode >= 500, e.StatusCode == http.StatusTooManyRequests:
 		return true
 	case e.StatusCode == http.StatusConflict && e.Code == "ConditionalRequestConflict":

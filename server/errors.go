@@ -7,6 +7,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -28,6 +29,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, "the vCon is under legal hold; an operator must release the hold before it can be deleted"
 	case errors.Is(err, archive.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
 		return http.StatusNotFound, "no such vCon"
+	case reserve.IsFull(err):
+		return http.StatusInsufficientStorage, msgDiskLow
 	case errors.Is(err, archive.ErrPurgeIncomplete):
 		return http.StatusInternalServerError, archive.ErrPurgeIncomplete.Error()
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
@@ -22,6 +23,14 @@ type Server struct {
 	MaxSize int64
 	// Limits shape the guard in front of the routes (server/limits.go).
 	Limits Limits
+	// Disk refuses stores while the data directory's disk is low; nil
+	// never refuses (server/space.go).
+	Disk Disk
+	// Degraded names what GET /health reports as degraded; nil: nothing.
+	Degraded func() []string
+	// Replica holds back the writes the catalog's replica cannot take in
+	// time (server/replica.go); nil without [replica].
+	Replica Replica
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.
@@ -45,13 +54,7 @@ func (s *Server) routes() []route {
 		return route{pattern, keyOperator, s.operatorRoute(h)}
 	}
 	return []route{
-		{"GET /health", "", func(w http.ResponseWriter, r *http.Request) {
-			if msg := badQuery(r); msg != "" {
-				writeError(w, http.StatusBadRequest, msg)
-				return
-			}
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		}},
+		{"GET /health", "", s.health},
 		{"GET /openapi.json", "", serveOpenAPI},
 
 		tenant("POST /vcons", "write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)),
@@ -81,7 +84,11 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, rt.handler)
+		h := rt.handler
+		if !strings.HasPrefix(rt.pattern, "GET ") {
+			h = s.replicated(h)
+		}
+		mux.HandleFunc(rt.pattern, h)
 	}
 	return s.guard(routeErrors(mux, s.Metrics.instrument(mux, s.Log)))
 }

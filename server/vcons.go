@@ -39,6 +39,9 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 		// sent (server/drain.go).
 		w, finish := s.refusedBodies(w, r)
 		defer finish()
+		if status, refused := s.refuseLowDisk(w); refused {
+			return status, r.PathValue("uuid")
+		}
 		req := archive.StoreRequest{Tenant: *k.Tenant, Mode: mode}
 		target := ""
 		if mode == catalog.Replace {
@@ -239,6 +242,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 // fault.
 func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int {
 	status, msg := statusOf(err)
+	if status == http.StatusInsufficientStorage {
+		// A full disk or bucket quota is no bug: the log counts it once
+		// per interval (internal/logline), the client is told when to retry.
+		s.Log.Warn("request refused: no space", "route", r.Pattern, "error", err.Error())
+		return s.insufficientStorage(w)
+	}
 	if status >= 500 {
 		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
 	}

@@ -33,7 +33,7 @@ func New(w io.Writer, level, component string) *slog.Logger {
 	default:
 		l = slog.LevelInfo
 	}
-	return slog.New(&handler{w: w, mu: &sync.Mutex{}, level: l, component: component})
+	return slog.New(newStorm(&handler{w: w, mu: &sync.Mutex{}, level: l, component: component}, StormWindow, time.Now))
 }
 
 // Discard is a logger that writes nothing.

@@ -1,0 +1,70 @@
+package diskspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/vcon-server/vcon-server/internal/reserve"
+	"github.com/vcon-server/vcon-server/objstore"
+)
+
+// Spare wraps s so that the writes of the keys spare names (a purge's
+// tombstones and count: docs/FORMAT.md, "Purge of an object", writes them
+// before it deletes any bytes) are written again, once, after the reserve
+// of dir is given back when the disk refused them for space. Every other
+// key passes through: a store never takes the reserve.
+func Spare(s objstore.Store, dir string, spare func(key string) bool) objstore.Store {
+	return &spareStore{Store: s, dir: dir, spare: spare}
+}
+
+type spareStore struct {
+	objstore.Store
+	dir   string
+	spare func(string) bool
+}
+
+// maxSpared bounds what a spared upload holds in memory: its keys are
+// empty files and one short line.
+const maxSpared = 64 << 10
+
+var errTooLarge = errors.New("diskspace: a spared write is larger than 64 KiB")
+
+func (s *spareStore) Upload(ctx context.Context, key string, createOnly bool) (objstore.Upload, error) {
+	if !s.spare(key) {
+		return s.Store.Upload(ctx, key, createOnly)
+	}
+	return &spareUpload{s: s, ctx: ctx, key: key, createOnly: createOnly}, nil
+}
+
+// spareUpload holds the bytes until Commit, so a write refused for space
+// can be sent again whole.
+type spareUpload struct {
+	s          *spareStore
+	ctx        context.Context
+	key        string
+	createOnly bool
+	buf        bytes.Buffer
+}
+
+func (u *spareUpload) Write(p []byte) (int, error) {
+	if u.buf.Len()+len(p) > maxSpared {
+		return 0, errTooLarge
+	}
+	return u.buf.Write(p)
+}
+
+func (u *spareUpload) Commit() error {
+	put := func() error {
+		return objstore.Put(u.ctx, u.s.Store, u.key, bytes.NewReader(u.buf.Bytes()), u.createOnly)
+	}
+	err := put()
+	if reserve.IsFull(err) {
+		if _, rerr := reserve.Release(u.s.dir); rerr == nil {
+			err = put()
+		}
+	}
+	return err
+}
+
+func (u *spareUpload) Abort() {}

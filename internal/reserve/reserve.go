@@ -1,0 +1,157 @@
+// Package reserve keeps room to delete on the data directory's file
+// system: a file of preallocated blocks (FileName, Size bytes) that any
+// vcon-server process gives back at once when a write that frees space
+// later (a catalog commit, a purge's tombstone or count) fails because the
+// disk is full, and that serve makes again once there is room
+// (docs/FORMAT.md, "The data directory"; docs/troubleshooting.md, "The
+// disk is low"). Without it a full disk would refuse the very commits
+// that destroy keys and delete bytes.
+//
+// Statfs is the one place free space is measured, so tests can set it.
+package reserve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/s3sig"
+)
+
+// FileName is the reserve's name inside the data directory.
+const FileName = "space.reserve"
+
+// Size is the reserve's size: 16 MiB, about 4,000 pages of the catalog's
+// write-ahead log. A 0d DELETE commits a few pages and a purge sweep a few
+// per version before the checkpoint gives them back, so this carries a
+// retention change, thousands of purges and their audit records, and the
+// small files a purge writes, until the bytes they delete free far more.
+const Size = 16 << 20
+
+// Statfs returns the bytes free to this process and the size of the file
+// system holding dir.
+var Statfs = func(dir string) (free, total uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("reserve: statfs %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+
+// Held is the bytes the reserve holds on disk now: 0 when released.
+func Held(dir string) int64 {
+	fi, err := os.Stat(filepath.Join(dir, FileName))
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}
+
+// Release gives the reserve back to the file system and returns the bytes
+// it held: 0 when another process (or an earlier call) released it first.
+// It needs no space itself: an unlink frees blocks.
+func Release(dir string) (int64, error) {
+	held := Held(dir)
+	err := os.Remove(filepath.Join(dir, FileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reserve: release: %w", err)
+	}
+	// A kill here leaves the reserve released: serve makes it again once
+	// there is room, at its start or its next look at the disk.
+	crashpoint.Hit(crashpoint.ReserveReleased)
+	return held, nil
+}
+
+// Make makes the reserve when it is missing or short and the file system
+// has room for it twice over, so that making it never takes the last
+// bytes. It reports whether it made one. The blocks are allocated, not
+// sparse: a full disk cannot take them back.
+func Make(dir string) (bool, error) {
+	if Held(dir) >= Size {
+		return false, nil
+	}
+	free, _, err := Statfs(dir)
+	if err != nil {
+		return false, err
+	}
+	if free < 2*Size {
+		return false, nil
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+FileName+"-*")
+	if err != nil {
+		return false, fmt.Errorf("reserve: make: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := allocate(f, Size); err != nil {
+		return false, fmt.Errorf("reserve: make: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("reserve: make: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("reserve: make: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, FileName)); err != nil {
+		return false, fmt.Errorf("reserve: make: %w", err)
+	}
+	ok = true
+	return true, nil
+}
+
+// allocate gives f n bytes of real blocks: fallocate where the file system
+// has it, else zeros written out.
+func allocate(f *os.File, n int64) error {
+	err := syscall.Fallocate(int(f.Fd()), 0, 0, n)
+	if err == nil || !(errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)) {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for left := n; left > 0; left -= int64(len(buf)) {
+		if left < int64(len(buf)) {
+			buf = buf[:left]
+		}
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SQLite's result codes for a full disk: SQLITE_FULL, and
+// SQLITE_IOERR_SHMSIZE, what opening a catalog answers when its
+// shared-memory file cannot grow.
+const (
+	sqliteFull         = 13
+	sqliteIOErrShmSize = 10 | 19<<8
+)
+
+// IsFull reports whether err is a write refused for want of space: the
+// file system's ENOSPC or quota, SQLite's "database or disk is full" or
+// a shared-memory file that cannot grow, or a bucket's quota
+// (s3sig.ErrInsufficientStorage).
+func IsFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, s3sig.ErrInsufficientStorage) {
+		return true
+	}
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && (coded.Code()&0xff == sqliteFull || coded.Code() == sqliteIOErrShmSize)
+}

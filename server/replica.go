@@ -1,0 +1,84 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Replica is the catalog's replica as the API sees it (docs/disaster-recovery.md):
+// Admit before a write, Acknowledge after it committed and before its
+// answer, so that max_lag is a promise an acknowledged write can hold.
+type Replica interface {
+	Admit(ctx context.Context) error
+	Acknowledge(ctx context.Context) error
+	MaxLag() time.Duration
+}
+
+const (
+	msgReplicaBehind = "the server's catalog replica is behind, so no change is taken now; nothing was stored; retry later"
+	msgReplicaUnsure = "the change is stored on the server but its catalog replica did not take it in time, so it is not acknowledged; retry later: a retried POST answers 409 once it is in"
+)
+
+// replicated wraps the handler of a route that changes the catalog. With
+// max_lag 0 the answer is held until the change is replicated: the
+// handler writes into a buffer, and a 2xx is sent only after Acknowledge.
+func (s *Server) replicated(h http.HandlerFunc) http.HandlerFunc {
+	if s.Replica == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Replica.Admit(r.Context()); err != nil {
+			s.Log.Warn("write refused: the catalog's replica is behind", "error", err.Error())
+			replicaUnavailable(w, msgReplicaBehind, s.Replica.MaxLag())
+			return
+		}
+		if s.Replica.MaxLag() > 0 {
+			h(w, r)
+			s.Replica.Acknowledge(r.Context())
+			return
+		}
+		b := &heldAnswer{header: http.Header{}}
+		h(b, r)
+		if b.status < 300 {
+			if err := s.Replica.Acknowledge(context.WithoutCancel(r.Context())); err != nil {
+				s.Log.Warn("write not acknowledged: the catalog's replica did not take it", "error", err.Error())
+				replicaUnavailable(w, msgReplicaUnsure, 0)
+				return
+			}
+		}
+		for k, v := range b.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(b.status)
+		w.Write(b.body.Bytes())
+	}
+}
+
+func replicaUnavailable(w http.ResponseWriter, msg string, lag time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(lag/time.Second))))
+	writeError(w, http.StatusServiceUnavailable, msg)
+}
+
+// heldAnswer is a response kept back until the replica has the change.
+// The answers of writes are small JSON documents.
+type heldAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *heldAnswer) Header() http.Header { return a.header }
+
+func (a *heldAnswer) WriteHeader(code int) {
+	if a.status == 0 {
+		a.status = code
+	}
+}
+
+func (a *heldAnswer) Write(p []byte) (int, error) {
+	a.WriteHeader(http.StatusOK)
+	return a.body.Write(p)
+}

@@ -341,10 +341,11 @@ func (v *View) Schema() ([]SchemaItem, string, error) {
 	return out, hex.EncodeToString(h.Sum(nil)[:16]), rows.Err()
 }
 
-// Changes calls fn with the table and key of every log entry after
-// after, in order, up to and including upto.
+// Changes calls fn once with the table and key of every row the log notes
+// after after, up to and including upto, in no particular order: what a
+// reader needs is each row's value as of the view, not its history.
 func (v *View) Changes(after, upto int64, fn func(table string, key []any) error) error {
-	rows, err := v.conn.QueryContext(v.ctx, `SELECT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ? ORDER BY seq`, after, upto)
+	rows, err := v.conn.QueryContext(v.ctx, `SELECT DISTINCT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ?`, after, upto)
 	if err != nil {
 		return fmt.Errorf("catalog: read the change log: %w", err)
 	}

@@ -15,6 +15,7 @@ listen = "0.0.0.0:8443"
 data_dir = "/var/lib/vcon-server"          # catalog.db, objects/
 master_key = "/etc/vcon-server/master.key"
 max_vcon_size = "64MiB"
+min_free = "1GiB"        # below it stores are refused with 507
 
 [tls]
 cert = "/etc/vcon-server/cert.pem"
@@ -69,6 +70,7 @@ func TestFullExample(t *testing.T) {
 		DataDir:     "/var/lib/vcon-server",
 		MasterKey:   "/etc/vcon-server/master.key",
 		MaxVconSize: 64 << 20,
+		MinFree:     MinFree{Bytes: 1 << 30},
 		TLS:         TLS{Cert: "/etc/vcon-server/cert.pem", Key: "/etc/vcon-server/key.pem"},
 		Retention:   Retention{Default: 30 * 24 * time.Hour, PurgeInterval: time.Minute},
 		Storage: Storage{

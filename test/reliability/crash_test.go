@@ -51,6 +51,7 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.MoveAfterCommit:      crashMove,
 	crashpoint.ExportAfterFile:      crashExport,
 	crashpoint.ExportBeforeManifest: crashExport,
+	crashpoint.ReserveReleased:      crashReserve,
 }
 
 // crashScenario drives the binary until it dies at point, restarts, and

@@ -158,8 +158,29 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 
 	vcons(r, writer, reader, deleter, ops, tenant)
 	admin(r, ops, tenant)
+
+	// The same server with its data directory's disk below min_free.
+	s.Disk, s.Degraded = lowDisk{}, func() []string { return []string{"the data directory's disk has less free space than min_free"} }
+	r.h = s.Handler()
+	ct := []string{"Content-Type", "application/vcon"}
+	fresh := ids.NewRandom().String()
+	for _, x := range []Exchange{
+		r.expect(507, "a store on a low disk", true, "POST", "/vcons", writer, apitest.NewVcon(fresh, "low", "+15555550100"), ct...),
+		r.expect(507, "a replacement on a low disk", true, "PUT", "/vcons/"+fresh, writer, apitest.NewVcon(fresh, "low", "+15555550100"), ct...),
+	} {
+		if x.RespHeader.Get("Retry-After") == "" {
+			t.Errorf("%s, want Retry-After", x)
+		}
+	}
+	r.expect(503, "a low disk", true, "GET", "/health", "", nil)
 	return r.out
 }
+
+// lowDisk is a data directory's disk below min_free.
+type lowDisk struct{}
+
+func (lowDisk) Low() bool { return true }
+func (lowDisk) Refused()  {}
 
 func gz(t testing.TB, b []byte) []byte {
 	var buf bytes.Buffer

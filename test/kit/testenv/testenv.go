@@ -37,6 +37,9 @@ type Options struct {
 	Retention string
 	// MaxVconSize is max_vcon_size ("64MiB" when empty).
 	MaxVconSize string
+	// MinFree is min_free ("64MiB" when empty, not the default 1 GiB: a
+	// test's stores must not depend on how full the host's disk is).
+	MinFree string
 	// Storage is TOML appended to the configuration ([storage] tables).
 	Storage string
 	// Now is the server's clock (time.Now when nil).
@@ -101,10 +104,15 @@ func (e *Env) WriteConfig(extra string) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
+	minFree := e.opts.MinFree
+	if minFree == "" {
+		minFree = "64MiB"
+	}
 	text := fmt.Sprintf(`listen = %q
 data_dir = "data"
 master_key = "master.key"
 max_vcon_size = %q
+min_free = %q
 
 [tls]
 cert = "cert.pem"
@@ -118,7 +126,7 @@ purge_interval = 3600
 level = "debug"
 %s
 %s
-`, listen, size, ret, e.opts.Storage, extra)
+`, listen, size, minFree, ret, e.opts.Storage, extra)
 	if err := os.WriteFile(e.ConfigPath, []byte(text), 0o600); err != nil {
 		e.T.Fatal(err)
 	}

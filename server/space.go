@@ -52,8 +52,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		reasons = s.Degraded()
 	}
 	if len(reasons) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "degraded", "reasons": reasons})
+		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "degraded", Reasons: reasons})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, healthJSON{Status: "ok"})
+}
+
+type healthJSON struct {
+	Status  string   `json:"status"`
+	Reasons []string `json:"reasons,omitempty"`
 }

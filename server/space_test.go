@@ -77,7 +77,7 @@ func TestDiskLow(t *testing.T) {
 		t.Errorf("tenant create below min_free: %s", errOut)
 	}
 	r := e.Do("GET", "/health", "", nil)
-	if r.Status != 503 || strings.TrimSpace(string(r.Body)) != `{"reasons":["the data directory's disk has less free space than min_free"],"status":"degraded"}` {
+	if r.Status != 503 || strings.TrimSpace(string(r.Body)) != `{"status":"degraded","reasons":["the data directory's disk has less free space than min_free"]}` {
 		t.Errorf("/health below min_free: %d %s", r.Status, r.Body)
 	}
 	m := string(e.Do("GET", "/metrics", ops.Token, nil).Body)

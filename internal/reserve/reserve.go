@@ -86,6 +86,12 @@ func Make(dir string) (bool, error) {
 	if free < 2*Size {
 		return false, nil
 	}
+	// A kill while making it left a temporary file: only serve makes the
+	// reserve, and one serve at a time holds the data directory.
+	stale, _ := filepath.Glob(filepath.Join(dir, ".tmp-"+FileName+"-*"))
+	for _, p := range stale {
+		os.Remove(p)
+	}
 	f, err := os.CreateTemp(dir, ".tmp-"+FileName+"-*")
 	if err != nil {
 		return false, fmt.Errorf("reserve: make: %w", err)

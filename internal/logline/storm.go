@@ -82,7 +82,8 @@ func (s *storm) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // key is the condition a record stands for: level, message and values,
-// with every run of digits read as one.
+// with every run of hex digits and dashes that holds a decimal digit read
+// as one (a count, an offset, a uuid in a path).
 func (s *storm) key(r slog.Record) string {
 	var b strings.Builder
 	b.WriteString(r.Level.String())
@@ -93,20 +94,30 @@ func (s *storm) key(r slog.Record) string {
 		writeAttr(&b, a)
 		return true
 	})
+	text := b.String()
 	var out strings.Builder
-	digits := false
-	for _, c := range b.String() {
-		if c >= '0' && c <= '9' {
-			if !digits {
-				out.WriteByte('#')
-			}
-			digits = true
-			continue
+	for i := 0; i < len(text); {
+		j, digit := i, false
+		for j < len(text) && isHex(text[j]) {
+			digit = digit || text[j] >= '0' && text[j] <= '9'
+			j++
 		}
-		digits = false
-		out.WriteRune(c)
+		switch {
+		case j == i:
+			out.WriteByte(text[i])
+			j++
+		case digit:
+			out.WriteByte('#')
+		default:
+			out.WriteString(text[i:j])
+		}
+		i = j
 	}
 	return out.String()
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-'
 }
 
 // arm makes sure the windows are flushed in d at the latest.

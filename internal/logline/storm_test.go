@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
 )
 
 type syncBuf struct {
@@ -37,9 +39,14 @@ func TestStorm(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	inner := &handler{w: &buf, mu: &sync.Mutex{}, level: slog.LevelInfo, component: "serve"}
 	log := slog.New(newStorm(inner, time.Hour, clock)) // the timer never fires here
+	var first, last string
 	for i := 0; i < 2450; i++ {
-		// The path differs each time by its digits only.
-		log.Error("request failed", "route", "POST /vcons", "error", "open /data/objects/"+strings.Repeat("7", i%5+1)+": no space left on device")
+		// The path differs each time by its digits and ids only.
+		last = ids.NewRandom().String()
+		if i == 0 {
+			first = last
+		}
+		log.Error("request failed", "route", "POST /vcons", "error", "open /data/objects/"+strings.Repeat("7", i%5+1)+"/"+last+": no space left on device")
 		log.Info("pack run", "files", 1)
 	}
 	log.Error("audit record failed", "error", "database or disk is full (13)")
@@ -53,9 +60,9 @@ func TestStorm(t *testing.T) {
 		}
 	}
 	want := []string{
-		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/7: no space left on device"`,
+		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/7/`+first+`: no space left on device"`,
 		`ERROR vcon_server::serve: audit record failed error="database or disk is full (13)"`,
-		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/77777: no space left on device" repeated=2449 in_last=1h0m0s`,
+		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/77777/`+last+`: no space left on device" repeated=2449 in_last=1h0m0s`,
 		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/1: no space left on device"`,
 	}
 	if strings.Join(errs, "\n") != strings.Join(want, "\n") {

@@ -5,11 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/reserve"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/faultproxy"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -108,5 +112,35 @@ func fill(t *testing.T, dir, name string) {
 	}
 	if free, _, _ := reserve.Statfs(dir); free != 0 {
 		t.Fatalf("%d bytes free after filling", free)
+	}
+}
+
+// TestBucketQuota: a bucket that refuses an object for its quota answers
+// the store 507, as a full disk does, with Retry-After and nothing kept;
+// once the bucket takes objects again, so does the server.
+func TestBucketQuota(t *testing.T) {
+	p := startProxied(t)
+	e := testenv.New(t, testenv.Options{Storage: p.storageTOML(t, p.srv.NewBucket(t, false), "quota/")})
+	k := e.NewKey(e.Tenant("acme"), "write", "read")
+	if err := p.proxy.SetRules(faultproxy.Rule{Method: "PUT", Path: "/objects/", Fault: faultproxy.Quota}); err != nil {
+		t.Fatal(err)
+	}
+	u := ids.NewRandom().String()
+	body := apitest.NewVcon(u, "quota", "+15555550100")
+	r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon")
+	if r.Status != 507 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "disk is low") {
+		t.Fatalf("a store the bucket's quota refused: %d %s (Retry-After %q)", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if st := p.proxy.Stats(); st.Faults[faultproxy.Quota] != 1 {
+		t.Fatalf("the quota refusal was sent again: %s", st)
+	}
+	if r := e.Do("GET", "/vcons/"+u, k.Token, nil); r.Status != 404 {
+		t.Fatalf("a refused store reads %d", r.Status)
+	}
+	if err := p.proxy.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
+		t.Fatalf("a store once the bucket has room: %d %s", r.Status, r.Body)
 	}
 }

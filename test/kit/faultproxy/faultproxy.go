@@ -42,6 +42,9 @@ const (
 	Status500 Fault = "500"
 	// Status503 answers 503 SlowDown without forwarding.
 	Status503 Fault = "503"
+	// Quota answers 403 QuotaExceeded without forwarding: the bucket's
+	// quota (Ceph's answer; MinIO answers 507 XMinioStorageFull).
+	Quota Fault = "quota"
 	// Reset closes the connection with a TCP reset without forwarding.
 	Reset Fault = "reset"
 	// Delay waits Rule.Delay, then forwards.
@@ -56,7 +59,7 @@ const (
 )
 
 // Faults lists every kind, for reports.
-var Faults = []Fault{Status500, Status503, Reset, Delay, CutBody, DropResponse}
+var Faults = []Fault{Status500, Status503, Quota, Reset, Delay, CutBody, DropResponse}
 
 // Rule picks requests and says what to do to them. A request is tested
 // against the rules in order; the first rule that matches and fires
@@ -346,6 +349,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case Status503:
 			s3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+			return
+		case Quota:
+			s3Error(w, http.StatusForbidden, "QuotaExceeded", "The bucket's quota is exceeded.")
 			return
 		case Reset:
 			reset(w)

@@ -60,9 +60,9 @@ func TestStorm(t *testing.T) {
 		}
 	}
 	want := []string{
-		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/7/`+first+`: no space left on device"`,
+		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/7/` + first + `: no space left on device"`,
 		`ERROR vcon_server::serve: audit record failed error="database or disk is full (13)"`,
-		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/77777/`+last+`: no space left on device" repeated=2449 in_last=1h0m0s`,
+		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/77777/` + last + `: no space left on device" repeated=2449 in_last=1h0m0s`,
 		`ERROR vcon_server::serve: request failed route="POST /vcons" error="open /data/objects/1: no space left on device"`,
 	}
 	if strings.Join(errs, "\n") != strings.Join(want, "\n") {

@@ -33,7 +33,8 @@ type Daemon struct {
 	// it (Metrics.PackRun, Metrics.Swept).
 	Metrics *server.Metrics
 	// Disk is the data directory's free space against min_free.
-	Disk *diskspace.Monitor
+	Disk  *diskspace.Monitor
+	probe storeProbe // whether the object store answers, for /health
 	// Replica is the catalog's replica; nil without [replica].
 	Replica *replica.Replica
 
@@ -99,7 +100,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	if d.Replica, err = openReplica(ctx, cfg, mk, cat, log, true); err != nil {
 		return nil, err
 	}
-	if d.Replica == nil {
+	if d.Replica != nil {
+		if err := d.Replica.Vet(ctx); err != nil {
+			return nil, err
+		}
+	} else {
 		log.Warn(msgNoReplica)
 		if err := cat.DisableChangeLog(ctx); err != nil {
 			return nil, err
@@ -307,6 +312,15 @@ func (d *Daemon) Close(ctx context.Context) error {
 	err := d.srv.Shutdown(ctx)
 	d.stop()
 	d.wg.Wait()
+	if d.Replica != nil {
+		// What the last requests changed (their audit records) goes out
+		// before the catalog closes, not at the next start.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if serr := d.Replica.Sync(sctx); serr != nil {
+			d.Log.Error("replica: the last changes stay for the next start", "error", serr.Error())
+		}
+		cancel()
+	}
 	d.release()
 	return err
 }

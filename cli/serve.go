@@ -16,6 +16,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/logline"
+	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/seal"
 )
 
@@ -46,6 +47,20 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)
+	}
+	// On a new host with a [replica], the catalog comes back by restore:
+	// a new one would be another catalog, and its server would refuse the
+	// target (docs/disaster-recovery.md).
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, catalog.FileName)); errors.Is(err, fs.ErrNotExist) && cfg.Replica != nil {
+		store, err := openReplicaStore(e.ctx, cfg, false)
+		if err != nil {
+			return err
+		}
+		if has, err := replica.Holds(e.ctx, store); err != nil {
+			return err
+		} else if has {
+			return fmt.Errorf("%s holds a replica of a catalog, and the data directory %s has none: run vcon-server restore --config %s to bring that catalog back, or point [replica] at an empty place to start a new one", store, cfg.DataDir, cfg.Path)
+		}
 	}
 	madeKey := false
 	if err := seal.CreateMasterKeyFile(cfg.MasterKey); err == nil {

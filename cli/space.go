@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
@@ -36,5 +39,46 @@ func spareStore(cfg *config.Config, s objstore.Store) objstore.Store {
 // degraded is what GET /health reports: the states an operator must act
 // on now.
 func (d *Daemon) degraded() []string {
-	return d.Disk.Reasons()
+	reasons := d.Disk.Reasons()
+	if !d.probe.reachable(d.Archive.Objects, d.Log) {
+		reasons = append(reasons, reasonUnreachable)
+	}
+	return reasons
+}
+
+const reasonUnreachable = "the object store cannot be reached"
+
+// probeEvery is how often /health asks the object store whether it
+// answers: a load balancer's polls cost one request per interval, not one
+// each.
+const probeEvery = 10 * time.Second
+
+// storeProbe is whether the object store answered its last probe: a stat
+// of the bucket's marker (a missing object is an answer too).
+type storeProbe struct {
+	mu    sync.Mutex
+	at    time.Time
+	down  bool
+	known bool
+}
+
+func (p *storeProbe) reachable(s objstore.Store, log *slog.Logger) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known && time.Since(p.at) < probeEvery {
+		return !p.down
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := s.Stat(ctx, archive.MarkerKey)
+	down := err != nil && !errors.Is(err, objstore.ErrNotFound)
+	if down != p.down || !p.known && down {
+		if down {
+			log.Warn("object store cannot be reached: /health is degraded", "error", err.Error())
+		} else {
+			log.Warn("object store answers again")
+		}
+	}
+	p.at, p.down, p.known = time.Now(), down, true
+	return !down
 }

@@ -162,6 +162,22 @@ func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.
 	}{r, rc}, nil
 }
 
+// objectCatalog reads which catalog's replica the object under key is.
+func objectCatalog(ctx context.Context, store objstore.Store, key string) (ids.ID, error) {
+	var id ids.ID
+	rc, err := store.GetRange(ctx, key, 0, int64(len(magic))+16)
+	if err != nil {
+		return id, fmt.Errorf("replica: read %s: %w", key, err)
+	}
+	defer rc.Close()
+	head := make([]byte, len(magic)+16)
+	if _, err := io.ReadFull(rc, head); err != nil || !bytes.Equal(head[:len(magic)], magic) {
+		return id, fmt.Errorf("replica: %s is not a replica object", key)
+	}
+	copy(id[:], head[len(magic):])
+	return id, nil
+}
+
 type countingWriter struct {
 	w   io.Writer
 	n   int64

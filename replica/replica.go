@@ -197,7 +197,7 @@ func (r *Replica) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.uploaded.Load() >= want {
+	if r.gen.Load() > 0 && r.uploaded.Load() >= want {
 		return nil
 	}
 	unlock, err := r.lock(ctx)

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -308,4 +309,24 @@ func TestCompareMatchesSQLite(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestAnotherCatalogsReplicaIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	f.add(5)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := f.keys()
+	// A second catalog, made by init on a new host, pointed at the same place.
+	g := newFixture(t)
+	g.add(1)
+	other := New(Config{Store: f.store, Cat: g.cat, Key: g.key, DataDir: g.dir})
+	if err := other.Sync(g.ctx); !errors.Is(err, ErrForeign) {
+		t.Fatalf("a second catalog's first sync: %v, want ErrForeign", err)
+	}
+	if after := f.keys(); !reflect.DeepEqual(before, after) {
+		t.Fatal("the refused sync changed the target")
+	}
+	f.restoreMatches()
 }

@@ -64,6 +64,20 @@ func listGenerations(ctx context.Context, store objstore.Store) ([]*generation, 
 	return out, nil
 }
 
+// Holds reports whether store holds a generation of a catalog replica.
+func Holds(ctx context.Context, store objstore.Store) (bool, error) {
+	gens, err := listGenerations(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range gens {
+		if g.manifest {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // newest returns the newest whole generation and its manifest.
 func newest(ctx context.Context, s *sealer, store objstore.Store) (*generation, *manifest, error) {
 	gens, err := listGenerations(ctx, store)

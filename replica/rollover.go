@@ -84,6 +84,9 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if err != nil {
 		return err
 	}
+	if err := r.ownTarget(ctx, existing); err != nil {
+		return err
+	}
 	if st == nil {
 		st = &state{}
 	}
@@ -366,6 +369,39 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 		err = flush()
 	}
 	return out, written, err
+}
+
+// Vet refuses, before a server starts, a target that holds another
+// catalog's replica.
+func (r *Replica) Vet(ctx context.Context) error {
+	keys, _, err := r.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	return r.ownTarget(ctx, keys)
+}
+
+// ownTarget refuses a target whose newest manifest is another catalog's:
+// a rollover would delete that replica, perhaps the only copy of another
+// host's keys (a data directory made by init where restore was meant).
+func (r *Replica) ownTarget(ctx context.Context, keys []string) error {
+	newest := ""
+	for _, k := range keys {
+		if _, kind, _, _, ok := parseKey(k); ok && kind == "manifest" {
+			newest = k // keys are listed in order: the last is the newest
+		}
+	}
+	if newest == "" {
+		return nil
+	}
+	id, err := objectCatalog(ctx, r.cfg.Store, newest)
+	if err != nil {
+		return err
+	}
+	if id != r.cfg.Cat.ID {
+		return fmt.Errorf("%w: %s holds the replica of another catalog (%s); to rebuild that catalog, stop the server, move this data directory's catalog.db away and run vcon-server restore; else point [replica] at another place", ErrForeign, r.cfg.Store, id)
+	}
+	return nil
 }
 
 // listAll lists every replica object and the newest generation named.

@@ -149,6 +149,10 @@ func (r *Replica) Status() Status {
 	return s
 }
 
+// ErrForeign is wrapped by the refusal to write over another catalog's
+// replica.
+var ErrForeign = errors.New("the replica's target belongs to another catalog")
+
 // IsBehind reports whether err is a replica's refusal.
 func IsBehind(err error) bool { return errors.Is(err, ErrBehind) }
 

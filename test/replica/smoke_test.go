@@ -37,5 +37,8 @@ func TestSmokeDirReplica(t *testing.T) {
 		}
 	}
 	e.Stop()
-	t.Log(e.CLI("check"))
+	out, errOut, code := e.TryCLI("check")
+	if code != 0 {
+		t.Fatalf("check: %d %s\n%s", code, errOut, out)
+	}
 }

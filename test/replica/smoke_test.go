@@ -42,3 +42,23 @@ func TestSmokeDirReplica(t *testing.T) {
 		t.Fatalf("check: %d %s\n%s", code, errOut, out)
 	}
 }
+
+// TestCLIChangesAreReplicated: a command that changes the catalog returns
+// once its change is in the replica, with the server running or stopped.
+func TestCLIChangesAreReplicated(t *testing.T) {
+	target := t.TempDir()
+	e := testenv.New(t, testenv.Options{Storage: "[replica]\nto = \"" + target + "\"\n"})
+	e.Tenant("running")
+	e.Stop()
+	e.Tenant("stopped")
+	for _, f := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {
+		os.Remove(filepath.Join(e.Config.DataDir, f))
+	}
+	e.CLI("restore")
+	out := e.CLI("tenant", "list")
+	for _, name := range []string{"running", "stopped"} {
+		if !bytes.Contains([]byte(out), []byte(`"name":"`+name+`"`)) {
+			t.Errorf("tenant %s is not in the restored catalog:\n%s", name, out)
+		}
+	}
+}

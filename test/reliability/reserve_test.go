@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
@@ -142,5 +143,34 @@ func TestBucketQuota(t *testing.T) {
 	}
 	if r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
 		t.Fatalf("a store once the bucket has room: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestHealthStoreUnreachable: /health is degraded while the bucket does
+// not answer, and ok again once it does.
+func TestHealthStoreUnreachable(t *testing.T) {
+	p := startProxied(t)
+	e := testenv.New(t, testenv.Options{Storage: p.storageTOML(t, p.srv.NewBucket(t, false), "health/")})
+	if r := e.Do("GET", "/health", "", nil); r.Status != 200 {
+		t.Fatalf("/health with the bucket answering: %d %s", r.Status, r.Body)
+	}
+	if err := p.proxy.SetRules(faultproxy.Rule{Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(11 * time.Second) // past the probe's interval
+	r := e.Do("GET", "/health", "", nil)
+	if r.Status != 503 || strings.TrimSpace(string(r.Body)) != `{"status":"degraded","reasons":["the object store cannot be reached"]}` {
+		t.Fatalf("/health with the bucket unreachable: %d %s", r.Status, r.Body)
+	}
+	if err := p.proxy.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(11 * time.Second)
+	if r := e.Do("GET", "/health", "", nil); r.Status != 200 {
+		t.Fatalf("/health with the bucket answering again: %d %s", r.Status, r.Body)
+	}
+	log := e.Log.String()
+	if strings.Count(log, "object store cannot be reached") != 1 || strings.Count(log, "object store answers again") != 1 {
+		t.Fatalf("want one WARN each way:\n%s", log)
 	}
 }

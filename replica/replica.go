@@ -56,7 +56,8 @@ type Replica struct {
 
 	mu       sync.Mutex // one replica step at a time in this process; the lock file across processes
 	forgets  atomic.Int64
-	forgot   int64 // forget requests a finished rollover covers (under mu)
+	forgot   int64  // forget requests a finished rollover covers (under mu)
+	schema   string // the catalog's schema fingerprint, read once (under mu)
 	wake     chan struct{}
 	progress chan struct{} // closed and replaced whenever a step ends
 
@@ -256,13 +257,19 @@ func (r *Replica) needsGeneration(ctx context.Context, st *state) string {
 	case string(st.KeyCheck) != string(r.cfg.Key.CheckValue()):
 		return "the master key changed"
 	}
-	var schema string
-	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
-		var err error
-		_, schema, err = v.Schema()
-		return err
-	})
-	if err == nil && schema != st.Schema {
+	// Migrations run when a process opens the catalog, so one reading of
+	// the schema holds for the process's life.
+	if r.schema == "" {
+		err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
+			var err error
+			_, r.schema, err = v.Schema()
+			return err
+		})
+		if err != nil {
+			return ""
+		}
+	}
+	if r.schema != st.Schema {
 		return "the catalog's schema changed"
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,14 @@ func freeBytes(t *testing.T, dir string) uint64 {
 func TestDiskFull(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), MinFree: "64MiB"})
 	data := smallDisk(t, e, "256m")
+	// Sweeps every second, so that one runs while the disk is full.
+	conf, err := os.ReadFile(e.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.ConfigPath, bytes.Replace(conf, []byte("purge_interval = 3600"), []byte("purge_interval = 1"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write", "read", "delete")
 	op := e.OperatorKey()
@@ -137,6 +146,23 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 
+	// Twenty vCons hidden under 30d: the purge sweep's work once the
+	// retention is 0d.
+	hidden := 0
+	for u, body := range acked {
+		if hidden == 20 {
+			break
+		}
+		if body == nil {
+			continue
+		}
+		if r := e.Do("DELETE", "/vcons/"+u, k.Token, nil); r.Status != 204 {
+			t.Fatalf("DELETE under 30d: %d %s", r.Status, r.Body)
+		}
+		acked[u] = nil
+		hidden++
+	}
+
 	// Another process takes every byte left.
 	filler := filepath.Join(data, "filler")
 	cmd := exec.Command("sh", "-c", "cat /dev/zero > "+filler)
@@ -159,10 +185,22 @@ func TestDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tenant set-retention acme 0d on a full disk: %v\n%s", err, out)
 	}
+	// The sweep purges the twenty hidden versions, on the full disk.
+	deadline := time.Now().Add(20 * time.Second)
+	for swept(t, p.Log) < hidden {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.Log)
+			t.Fatalf("the sweep purged %d of %d hidden versions on a full disk:\n%s", swept(t, p.Log), hidden, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	deleted := 0
-	for u := range acked {
+	for u, body := range acked {
 		if deleted == 20 {
 			break
+		}
+		if body == nil {
+			continue
 		}
 		if r := e.Do("DELETE", "/vcons/"+u, k.Token, nil); r.Status != 204 {
 			t.Fatalf("DELETE %d of 20 on a full disk: %d %s", deleted+1, r.Status, r.Body)
@@ -176,7 +214,7 @@ func TestDiskFull(t *testing.T) {
 	if h := reserve.Held(data); h != 0 {
 		t.Errorf("the reserve holds %d bytes after the deletes on a full disk, want 0 (released)", h)
 	}
-	t.Logf("on a full disk: set-retention 0d and %d DELETEs committed; %d KiB free after", deleted, freeBytes(t, data)>>10)
+	t.Logf("on a full disk: set-retention 0d, a sweep of %d hidden versions and %d 0d DELETEs committed; %d KiB free after", hidden, deleted, freeBytes(t, data)>>10)
 
 	// Room again: the filler gone and the file system grown.
 	if err := os.Remove(filler); err != nil {
@@ -185,7 +223,7 @@ func TestDiskFull(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=512m", data).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		u := ids.NewRandom().String()
 		body := apitest.NewVcon(u, "room again", "+15555550100")
@@ -252,6 +290,20 @@ func TestDiskFull(t *testing.T) {
 	if out, errOut, code := e.TryCLI("check"); code != 0 {
 		t.Fatalf("check after the run: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// swept is how many versions the purge sweeps logged.
+func swept(t *testing.T, log string) int {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`purge sweep purged=(\d+)`).FindAllSubmatch(b, -1) {
+		k, _ := strconv.Atoi(string(m[1]))
+		n += k
+	}
+	return n
 }
 
 // checkRefusal holds a 507 to its promise: JSON that says the disk is

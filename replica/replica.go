@@ -61,13 +61,21 @@ type Replica struct {
 	wake     chan struct{}
 	progress chan struct{} // closed and replaced whenever a step ends
 
-	behindSince atomic.Int64 // Unix nanos of the first time a change was seen not replicated; 0: caught up
+	behindSince atomic.Int64 // Unix nanos since the oldest change not replicated was seen; 0: caught up
+	seenMu      sync.Mutex
+	seen        []sighting // changes seen and not yet replicated, oldest first
 	lastErr     atomic.Pointer[error]
 
 	gen      atomic.Int64
 	uploaded atomic.Int64
 	bytes    atomic.Int64
 	objects  atomic.Int64
+}
+
+// sighting is the log's last change as measure saw it, and when.
+type sighting struct {
+	seq int64
+	at  time.Time
 }
 
 // ErrBehind is wrapped by the errors of writes refused or left

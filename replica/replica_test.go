@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
@@ -329,4 +330,28 @@ func TestAnotherCatalogsReplicaIsLeftAlone(t *testing.T) {
 		t.Fatal("the refused sync changed the target")
 	}
 	f.restoreMatches()
+}
+
+// TestLagUnderSteadyChanges: the lag is the age of the oldest change not
+// replicated, not the time since the replica was last caught up.
+func TestLagUnderSteadyChanges(t *testing.T) {
+	f := newFixture(t)
+	f.add(1)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		f.add(1)
+		f.rep.measure(f.ctx)
+		time.Sleep(30 * time.Millisecond)
+		f.add(1) // a change after the sync's view: the replica is never caught up
+		if err := f.rep.Sync(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.add(1)
+		f.rep.measure(f.ctx)
+	}
+	if lag := f.rep.Lag(); lag > 100*time.Millisecond {
+		t.Fatalf("lag %s after steady changes, each replicated within 30 ms", lag)
+	}
 }

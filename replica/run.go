@@ -53,16 +53,28 @@ func (r *Replica) Wake() {
 	}
 }
 
-// measure notes since when a change has waited for the replica.
+// measure notes when each change was first seen, so that the lag is the
+// age of the oldest change not yet replicated, however busy the catalog.
 func (r *Replica) measure(ctx context.Context) {
 	last, err := r.cfg.Cat.LastChange(ctx)
 	if err != nil {
 		return
 	}
-	if last <= r.uploaded.Load() {
+	up := r.uploaded.Load()
+	r.seenMu.Lock()
+	defer r.seenMu.Unlock()
+	n := 0
+	for n < len(r.seen) && r.seen[n].seq <= up {
+		n++
+	}
+	r.seen = r.seen[n:]
+	if last > up && (len(r.seen) == 0 || last > r.seen[len(r.seen)-1].seq) {
+		r.seen = append(r.seen, sighting{seq: last, at: time.Now()})
+	}
+	if len(r.seen) == 0 {
 		r.behindSince.Store(0)
-	} else if r.behindSince.Load() == 0 {
-		r.behindSince.Store(time.Now().UnixNano())
+	} else {
+		r.behindSince.Store(r.seen[0].at.UnixNano())
 	}
 }
 

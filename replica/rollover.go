@@ -434,6 +434,15 @@ func (r *Replica) deleteAllBut(ctx context.Context, keys []string, gen int64, ke
 		}
 		gone = append(gone, k)
 	}
+	// A directory also holds the temporary files of uploads a crash cut
+	// off; one may be a shard with a key since destroyed.
+	if d, ok := r.cfg.Store.(interface {
+		RemoveStaleTemps(time.Duration) (int, error)
+	}); ok {
+		if _, err := d.RemoveStaleTemps(0); err != nil {
+			return fmt.Errorf("replica: remove cut-off uploads from %s: %w", r.cfg.Store, err)
+		}
+	}
 	crashpoint.Hit(crashpoint.ReplicaAfterDeletes)
 	for _, k := range gone {
 		if _, err := r.cfg.Store.Stat(ctx, k); !errors.Is(err, objstore.ErrNotFound) {

@@ -14,7 +14,13 @@ import (
 // then once a minute with a count, then once when they end; the lag they
 // cause is what Admit refuses writes on.
 func (r *Replica) Run(ctx context.Context) {
-	tick := min(100*time.Millisecond, max(r.cfg.MaxLag/4, 20*time.Millisecond))
+	// A quarter of max_lag between segments keeps the promise with room
+	// for a slow upload; with max_lag 0 the writes cut their own, and
+	// the ticks only carry what reads and background work changed.
+	tick := min(max(r.cfg.MaxLag/4, 20*time.Millisecond), time.Second)
+	if r.cfg.MaxLag == 0 {
+		tick = time.Second
+	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var failing int

@@ -42,10 +42,12 @@ type Monitor struct {
 	unknown atomic.Bool
 	checked atomic.Int64 // unix nanos of the last measure
 
-	mu       sync.Mutex // one measure at a time; guards what follows
-	wasLow   bool
-	made     bool // the reserve was made or seen whole since the start
-	released bool // the reserve was seen released and not made again
+	mu     sync.Mutex // one measure at a time; guards wasLow
+	wasLow bool
+
+	resMu    sync.Mutex // one Tick's reserve upkeep at a time; guards what follows
+	made     bool       // the reserve was made or seen whole since the start
+	released bool       // the reserve was seen released and not made again
 
 	free, line, held *metrics.Gauge
 	lowGauge         *metrics.Gauge
@@ -104,8 +106,10 @@ func (m *Monitor) Reasons() []string {
 // room for it (serve calls it every few seconds).
 func (m *Monitor) Tick() {
 	m.measure()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	// Not m.mu: making the reserve syncs 16 MiB, which stores that need a
+	// new measure must not wait for.
+	m.resMu.Lock()
+	defer m.resMu.Unlock()
 	held := reserve.Held(m.opt.Dir)
 	if held >= reserve.Size {
 		m.made = true

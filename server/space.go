@@ -28,13 +28,14 @@ func (s *Server) refuseLowDisk(w http.ResponseWriter) (int, bool) {
 	if s.Disk == nil || !s.Disk.Low() {
 		return 0, false
 	}
+	s.Disk.Refused()
 	return s.insufficientStorage(w), true
 }
 
+// insufficientStorage answers 507: a store refused early, or any request
+// whose write the disk or the bucket refused for space even after the
+// reserve (internal/reserve).
 func (s *Server) insufficientStorage(w http.ResponseWriter) int {
-	if s.Disk != nil {
-		s.Disk.Refused()
-	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	writeError(w, http.StatusInsufficientStorage, msgDiskLow)
 	return http.StatusInsufficientStorage

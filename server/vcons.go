@@ -246,6 +246,9 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 		// A full disk or bucket quota is no bug: the log counts it once
 		// per interval (internal/logline), the client is told when to retry.
 		s.Log.Warn("request refused: no space", "route", r.Pattern, "error", err.Error())
+		if s.Disk != nil && (r.Pattern == "POST /vcons" || r.Pattern == "PUT /vcons/{uuid}") {
+			s.Disk.Refused()
+		}
 		return s.insufficientStorage(w)
 	}
 	if status >= 500 {

@@ -324,3 +324,54 @@ func checkRefusal(t *testing.T, r testenv.Response) {
 		t.Errorf("a 507's Content-Type: %q", r.Header.Get("Content-Type"))
 	}
 }
+
+// TestDiskFilledBetweenMeasures: a store that passed the line but meets a
+// disk another process filled since answers 507 too, never 500, keeps
+// nothing, and its audit record commits.
+func TestDiskFilledBetweenMeasures(t *testing.T) {
+	old := reserve.Statfs
+	t.Cleanup(func() { reserve.Statfs = old })
+	e := testenv.Prepare(t, testenv.Options{})
+	data := smallDisk(t, e, "64m")
+	// The measure says there is room, whatever the file system says.
+	reserve.Statfs = func(dir string) (uint64, uint64, error) {
+		if dir == data {
+			return 1 << 40, 2 << 40, nil
+		}
+		return old(dir)
+	}
+	e.Start()
+	tenant := e.Tenant("acme")
+	k := e.NewKey(tenant, "write", "read")
+	if h := reserve.Held(data); h != reserve.Size {
+		t.Fatalf("the reserve holds %d bytes", h)
+	}
+	filler, err := os.Create(filepath.Join(data, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for _, n := range []int{len(buf), 4096, 1} {
+		for {
+			if _, err := filler.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	filler.Close()
+	u := ids.NewRandom().String()
+	body := apitest.NewVcon(u, "unseen", "+15555550100")
+	body = append(body[:len(body)-1], []byte(`,"pad":"`+strings.Repeat("u", 64<<10)+`"}`)...)
+	r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon")
+	if r.Status != 507 {
+		t.Fatalf("a store on a disk filled since the last measure: %d %s", r.Status, r.Body)
+	}
+	checkRefusal(t, r)
+	if r := e.Do("GET", "/vcons/"+u, k.Token, nil); r.Status != 404 {
+		t.Fatalf("the refused store reads %d", r.Status)
+	}
+	e.Stop()
+	if !strings.Contains(e.CLI("audit", "export", "--tenant", "acme"), `"status":507`) {
+		t.Fatal("no audit record of the 507")
+	}
+}

@@ -121,6 +121,10 @@ func (b *builder) replica(raw *rawConfig, md *toml.MetaData) {
 		return
 	}
 	r := raw.Replica
+	if r.To == nil && md.IsDefined("replica", "s3") {
+		b.fail(`[replica.s3] needs a [replica] table with to = "s3"`)
+		return
+	}
 	out := &Replica{MaxLag: time.Second}
 	if r.MaxLag != nil {
 		out.MaxLag = b.seconds("replica.max_lag", r.MaxLag, true)

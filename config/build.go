@@ -115,9 +115,6 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 // replica reads [replica] and [replica.s3].
 func (b *builder) replica(raw *rawConfig, md *toml.MetaData) {
 	if !md.IsDefined("replica") {
-		if md.IsDefined("replica", "s3") {
-			b.fail(`[replica.s3] needs a [replica] table with to = "s3"`)
-		}
 		return
 	}
 	r := raw.Replica

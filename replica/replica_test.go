@@ -63,22 +63,31 @@ func (f *fixture) add(n int) []ids.ID {
 		f.t.Fatal(err)
 	}
 	defer tx.Rollback()
-	exec := func(q string, args ...any) {
-		if _, err := tx.ExecContext(f.ctx, q, args...); err != nil {
+	stmt := func(q string) func(args ...any) {
+		st, err := tx.PrepareContext(f.ctx, q)
+		if err != nil {
 			f.t.Fatal(err)
+		}
+		return func(args ...any) {
+			if _, err := st.ExecContext(f.ctx, args...); err != nil {
+				f.t.Fatal(err)
+			}
 		}
 	}
 	if f.n == 0 {
-		exec(`INSERT INTO tenants(id, name, created_at) VALUES (?, 'acme', 1)`, tenant[:])
+		stmt(`INSERT INTO tenants(id, name, created_at) VALUES (?, 'acme', 1)`)(tenant[:])
 	}
+	version := stmt(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
+		VALUES (?, ?, ?, ?, 'application/json', '', 'unsigned', 10, 20, ?, 'dir')`)
+	vcon := stmt(`INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`)
+	audit := stmt(`INSERT INTO audit(tenant, at, actor, label, action, status) VALUES (?, ?, 'k', 'l', 'store', 201)`)
 	var out []ids.ID
 	for range n {
 		f.n++
-		v, u := ids.NewRandom(), ids.NewRandom()
-		exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
-			VALUES (?, ?, ?, ?, 'application/json', '', 'unsigned', 10, 20, ?, 'dir')`, v[:], tenant[:], u[:], f.n, []byte(fmt.Sprintf("key-%d", f.n)))
-		exec(`INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`, tenant[:], u[:], v[:])
-		exec(`INSERT INTO audit(tenant, at, actor, label, action, status) VALUES (?, ?, 'k', 'l', 'store', 201)`, tenant[:], f.n)
+		v, u := ids.NewV7(time.Now()), ids.NewRandom() // version ids sort by time, as the server's do
+		version(v[:], tenant[:], u[:], f.n, []byte(fmt.Sprintf("key-%d", f.n)))
+		vcon(tenant[:], u[:], v[:])
+		audit(tenant[:], f.n)
 		out = append(out, v)
 	}
 	if err := tx.Commit(); err != nil {

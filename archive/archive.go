@@ -36,13 +36,16 @@ type Config struct {
 	Parquet *ParquetOptions
 	// Replica, when set, is the catalog's replica: a purge goes on to its
 	// bytes only once the replica forgot its key (docs/FORMAT.md, "Purge
-	// of an object", step 1).
-	Replica Forgetter
+	// of an object", step 1), and a new pack file is written only once
+	// the replica holds its pending row ("Pack run", step 2).
+	Replica Replica
 }
 
-// Forgetter is the replica as purges see it: Forget returns once no
-// replica object holds a key destroyed before the call.
-type Forgetter interface {
+// Replica is the catalog's replica as the archive sees it: Sync returns
+// once every change committed before the call is in the replica; Forget
+// once no replica object holds a key destroyed before the call.
+type Replica interface {
+	Sync(ctx context.Context) error
 	Forget(ctx context.Context) error
 }
 

@@ -43,6 +43,16 @@ func (p *Packer) createFile(ctx context.Context, tenant ids.ID, date string, row
 		return nil, wrapf("pack: record a new file", err)
 	}
 	fw := &fileWriter{p: p, f: f}
+	// The replica, too, holds the pending row before the bucket holds the
+	// file: a catalog restored from it names every file a run left, for
+	// start-up recovery to adopt or delete. Without the row the file would
+	// be named by nothing, and kept forever as a backup's possible copy.
+	if a.Replica != nil {
+		if err := a.Replica.Sync(ctx); err != nil {
+			fw.discard()
+			return nil, wrapf("pack: the catalog's replica did not take a new file's record", err)
+		}
+	}
 	up, err := a.Objects.Upload(ctx, f.Key, true)
 	if err != nil {
 		fw.discard()

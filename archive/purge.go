@@ -15,8 +15,9 @@ import (
 )
 
 // Delete hides every version of a vCon (DELETE /vcons/{uuid}). With a
-// retention of 0d the versions it hid are purged before it returns, to
-// the end, whoever destroyed their keys; when that purge stops after the
+// retention of 0d every version, those hidden before included, is purged
+// before it returns, to the end, whoever destroyed their keys; when that
+// purge stops after the
 // keys were destroyed it returns
 // ErrPurgeIncomplete: the vCon is unreadable, the sweep removes the rest.
 func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
@@ -32,7 +33,12 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 			return err
 		}
 		purgeNow = a.retention(t) == 0
-		return nil
+		if purgeNow {
+			// Every version goes, those an earlier PUT hid included: a 0d
+			// tenant keeps nothing hidden (docs/retention-and-holds.md).
+			hid, err = tx.VersionIDs(tenant, uuid)
+		}
+		return err
 	})
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):

@@ -213,6 +213,27 @@ func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
 	return hid, nil
 }
 
+// VersionIDs lists every version of a vCon the catalog still has: current,
+// hidden, or with its purge under way.
+func (tx *Tx) VersionIDs(tenant, uuid ids.ID) ([]ids.ID, error) {
+	rows, err := tx.query(`SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		var id ids.ID
+		copy(id[:], b)
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 // DestroyKeys is the first step of a purge: for each version that is, as
 // this transaction sees it, still hidden, not held, not already purging and
 // past its tenant's retention (defaultRetention when the tenant has no

@@ -1,0 +1,223 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+)
+
+// TestPurgeLeavesNothingInReplica is issue 14's second promise, on each S3
+// server, with Parquet storage off and on: when a 0d DELETE answers, every
+// replica object that existed before it is gone (Stat: not found), save
+// shards the new generation kept, and none of those, nor any object of
+// the new generation, holds a wrapped key of the purged versions (each
+// object is opened with the master key, as FORMAT.md describes it). A
+// restore afterwards, into a fresh data directory, keeps the uuid purged
+// and reads every other vCon back.
+func TestPurgeLeavesNothingInReplica(t *testing.T) {
+	for _, kind := range s3test.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			srv := s3test.Start(t, kind)
+			for _, parquet := range []bool{false, true} {
+				name := "objects"
+				if parquet {
+					name = "parquet"
+				}
+				t.Run(name, func(t *testing.T) { purgeLeavesNothing(t, srv, parquet) })
+			}
+		})
+	}
+}
+
+func purgeLeavesNothing(t *testing.T, srv *s3test.Server, parquet bool) {
+	ctx := context.Background()
+	storage := srv.StorageTOML(t, srv.NewBucket(t, false), "vcon/")
+	if parquet {
+		storage += "\n[storage.parquet]\npack_interval = 3600\n"
+	}
+	e := testenv.New(t, testenv.Options{Retention: "0d", Storage: storage + replicaTOML("s3", 1)})
+	token := e.NewKey(e.Tenant("acme"), "write", "read", "delete").Token
+	bodies := map[string][]byte{}
+	store := func(method, u, subject string) {
+		t.Helper()
+		body := apitest.NewVcon(u, subject, "+15555550100")
+		path := "/vcons"
+		if method == "PUT" {
+			path += "/" + u
+		}
+		if r := e.Do(method, path, token, body, "Content-Type", "application/vcon"); r.Status != 201 && r.Status != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
+		}
+		bodies[u] = body
+	}
+	gone := ids.NewRandom().String()
+	store("POST", gone, "to be purged, first version")
+	for i := range 10 {
+		store("POST", ids.NewRandom().String(), "kept "+itoa(i))
+	}
+	store("PUT", gone, "to be purged, second version")
+	if parquet {
+		e.Daemon.PackRun(ctx) // the purge then rewrites a pack file
+		for i := range 3 {
+			store("POST", ids.NewRandom().String(), "kept, stored after the pack run "+itoa(i))
+		}
+	}
+	if err := e.Daemon.Replica.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	wrapped := wrappedKeys(t, e, gone)
+	if len(wrapped) != 2 {
+		t.Fatalf("%d wrapped keys for the uuid to purge, want 1", len(wrapped))
+	}
+	mk, err := seal.LoadMasterKey(e.Config.MasterKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Store()
+	before := keys(t, s, "replica/")
+	holding := 0
+	for _, k := range before {
+		if holdsAny(t, s, mk, k, wrapped) {
+			holding++
+		}
+	}
+	if holding == 0 {
+		t.Fatalf("no replica object of %d holds the keys before the purge: the test proves nothing\n%s", len(before), strings.Join(before, "\n"))
+	}
+
+	if r := e.Do("DELETE", "/vcons/"+gone, token, nil); r.Status != 204 {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	delete(bodies, gone)
+	if r := e.Do("GET", "/vcons/"+gone+"/versions", token, nil); r.Status != 404 {
+		t.Errorf("the purged uuid's versions after the 0d DELETE: %d %s, want 404: no version left, hidden or not", r.Status, r.Body)
+	}
+	kept := 0
+	for _, k := range before {
+		_, err := s.Stat(ctx, k)
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+		case err != nil:
+			t.Fatalf("Stat %s: %v", k, err)
+		case !strings.Contains(k, "/shard-"):
+			t.Errorf("%s existed before the 0d DELETE and is still there when it answered", k)
+		default:
+			kept++
+		}
+	}
+	after := keys(t, s, "replica/")
+	for _, k := range after {
+		if holdsAny(t, s, mk, k, wrapped) {
+			t.Errorf("%s holds a wrapped key of the purged uuid when the DELETE answered", k)
+		}
+	}
+	t.Logf("%d replica objects before the DELETE, %d of them holding the keys; %d shards kept; %d objects after", len(before), holding, kept, len(after))
+
+	// Lose the host now: a catalog restored from the replica into a fresh
+	// data directory knows nothing of the purged uuid.
+	e.Stop()
+	if err := os.Rename(e.Config.DataDir, filepath.Join(t.TempDir(), "lost")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore: %s", e.CLI("restore"))
+	for _, w := range wrappedKeys(t, e, gone) {
+		if w != nil {
+			t.Errorf("the restored catalog holds a wrapped key of the purged uuid")
+		}
+	}
+	e.Start()
+	if r := e.Do("GET", "/vcons/"+gone, token, nil); r.Status != 404 {
+		t.Errorf("the purged uuid reads %d after the restore", r.Status)
+	}
+	for u, body := range bodies {
+		if r := e.Do("GET", "/vcons/"+u, token, nil); r.Status != 200 || !bytes.Equal(r.Body, body) {
+			t.Errorf("GET %s after the restore: %d %s", u, r.Status, r.Body)
+		}
+	}
+	e.Stop()
+	checkDeep(t, e)
+}
+
+// wrappedKeys reads the wrapped data keys of uuid's versions from the
+// catalog (nil for a destroyed one).
+func wrappedKeys(t *testing.T, e *testenv.Env, uuid string) [][]byte {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), e.Config.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	u := ids.MustParse(uuid)
+	rows, err := cat.DB().Query(`SELECT wrapped_key FROM versions WHERE uuid = ?`, u[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var w []byte
+		if err := rows.Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// replicaMagic starts every replica object (docs/FORMAT.md, "Replica
+// objects"): then the catalog's id and the object's, its data key wrapped
+// under the master key, and the body sealed with that key.
+const replicaMagic = "vcon-server replica 1\n"
+
+// holdsAny opens the replica object under key with the master key and
+// reports whether its body holds any of the byte strings in secrets.
+func holdsAny(t *testing.T, s objstore.Store, mk *seal.MasterKey, key string, secrets [][]byte) bool {
+	t.Helper()
+	rc, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer rc.Close()
+	head := make([]byte, len(replicaMagic)+32+seal.WrappedSize)
+	if _, err := io.ReadFull(rc, head); err != nil || string(head[:len(replicaMagic)]) != replicaMagic {
+		t.Fatalf("%s is not a replica object: %v", key, err)
+	}
+	var cat, id ids.ID
+	copy(cat[:], head[len(replicaMagic):])
+	copy(id[:], head[len(replicaMagic)+16:])
+	dk, err := mk.Unwrap(head[len(replicaMagic)+32:], cat, id)
+	if err != nil {
+		t.Fatalf("%s does not open with the master key: %v", key, err)
+	}
+	r, err := seal.NewReader(rc, dk, cat, id)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	for _, secret := range secrets {
+		if len(secret) > 0 && bytes.Contains(body, secret) {
+			return true
+		}
+	}
+	return false
+}

@@ -108,7 +108,8 @@ type state struct {
 	Base     int64   `json:"base"`     // the log point the shards were cut at, at the latest
 	Uploaded int64   `json:"uploaded"` // the log point the replica holds
 	Pending  int64   `json:"pending,omitempty"`
-	Segments int     `json:"segments"` // segments since the manifest
+	Segments int     `json:"segments"`        // segments since the manifest
+	Stale    bool    `json:"stale,omitempty"` // a rollover's deletes of older objects are not yet proven done
 	Schema   string  `json:"schema"`
 	KeyCheck []byte  `json:"key_check"`
 	Tables   []table `json:"tables"`
@@ -238,6 +239,11 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 	if why := r.needsGeneration(ctx, st); why != "" {
 		r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
 		return r.rollover(ctx, st, full)
+	}
+	if st.Stale {
+		if err := r.deleteStale(ctx, st); err != nil {
+			return err
+		}
 	}
 	r.gen.Store(st.Gen)
 	r.uploaded.Store(st.Uploaded)

@@ -203,9 +203,14 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	r.bytes.Add(written)
 	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
 
+	// The record says its deletes are still to do (Stale) until they are
+	// proven done: a process cut off between the two finishes them at its
+	// next step, so no object sealed under a rotated key, or holding a
+	// destroyed one, outlives a crash (a purge's own rollover is done
+	// again by the sweep; a rotation's is not).
 	next := &state{
 		Target: r.cfg.Store.String(), Gen: gen, Base: m.Base, Uploaded: m.Seq,
-		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables,
+		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables, Stale: true,
 	}
 	trim := int64(0)
 	if m.Base == m.Seq {
@@ -215,13 +220,11 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterRecord)
-	keep := map[string]bool{}
-	for _, t := range m.Tables {
-		for _, s := range t.Shards {
-			keep[s.Key] = true
-		}
+	if err := r.deleteAllBut(ctx, existing, gen, keptShards(m.Tables)); err != nil {
+		return err
 	}
-	if err := r.deleteAllBut(ctx, existing, gen, keep); err != nil {
+	next.Stale = false
+	if err := r.saveState(ctx, next, 0); err != nil {
 		return err
 	}
 	r.cfg.Log.Info("replica: generation written", "generation", gen, "bytes", written)
@@ -419,6 +422,39 @@ func (r *Replica) listAll(ctx context.Context) ([]string, int64, error) {
 		return nil, 0, fmt.Errorf("replica: list %s: %w", r.cfg.Store, err)
 	}
 	return keys, maxGen, nil
+}
+
+func keptShards(tables []table) map[string]bool {
+	keep := map[string]bool{}
+	for _, t := range tables {
+		for _, s := range t.Shards {
+			keep[s.Key] = true
+		}
+	}
+	return keep
+}
+
+// deleteStale finishes the deletes of a rollover that was cut off after
+// its record was committed: every object of an older generation that the
+// record's shards do not name. It runs under lock.
+func (r *Replica) deleteStale(ctx context.Context, st *state) error {
+	all, _, err := r.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	keep := keptShards(st.Tables)
+	var older []string
+	for _, k := range all {
+		if g, _, _, _, ok := parseKey(k); (!ok || g < st.Gen) && !keep[k] {
+			older = append(older, k)
+		}
+	}
+	if err := r.deleteAllBut(ctx, older, st.Gen, keep); err != nil {
+		return err
+	}
+	r.cfg.Log.Info("replica: finished the deletes of a rollover that was cut off", "deleted", len(older))
+	st.Stale = false
+	return r.saveState(ctx, st, 0)
 }
 
 // deleteAllBut deletes every key listed before the rollover that is

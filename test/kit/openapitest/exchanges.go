@@ -3,6 +3,8 @@ package openapitest
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/search"
@@ -173,6 +176,20 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		}
 	}
 	r.expect(503, "a low disk", true, "GET", "/health", "", nil)
+
+	// The same server, its disk fine again, with a catalog replica that
+	// is behind: every route that changes something answers 503 before
+	// it starts (max_lag 1), or holds back its answer (max_lag 0).
+	s.Disk, s.Degraded = nil, nil
+	s.Replica = behindReplica{maxLag: time.Second}
+	r.h = s.Handler()
+	replicaBehind(r, writer, deleter, ops, tenant)
+	s.Replica = behindReplica{}
+	r.h = s.Handler()
+	fresh = ids.NewRandom().String()
+	if x := r.expect(503, "a store the replica did not take in time", true, "POST", "/vcons", writer, apitest.NewVcon(fresh, "unsure", "+15555550100"), ct...); x.RespHeader.Get("Retry-After") == "" {
+		t.Errorf("%s, want Retry-After", x)
+	}
 	return r.out
 }
 
@@ -181,6 +198,50 @@ type lowDisk struct{}
 
 func (lowDisk) Low() bool { return true }
 func (lowDisk) Refused()  {}
+
+// behindReplica is a catalog replica whose target does not answer: with
+// max_lag above 0 it refuses every write, with 0 it never acknowledges.
+type behindReplica struct{ maxLag time.Duration }
+
+func (b behindReplica) Admit(context.Context) error {
+	if b.maxLag > 0 {
+		return errors.New("the replica is behind")
+	}
+	return nil
+}
+
+func (b behindReplica) Acknowledge(context.Context) error {
+	if b.maxLag == 0 {
+		return errors.New("the replica did not take the change")
+	}
+	return nil
+}
+
+func (b behindReplica) MaxLag() time.Duration { return b.maxLag }
+
+// replicaBehind sends a well-formed request to every route that changes
+// something, each of which must answer 503 with Retry-After.
+func replicaBehind(r *runner, writer, deleter, ops, tenant string) {
+	ct := []string{"Content-Type", "application/vcon"}
+	js := []string{"Content-Type", "application/json"}
+	at := "/admin/tenants/" + tenant
+	u := ids.NewRandom().String()
+	for _, x := range []Exchange{
+		r.expect(503, "a store while the replica is behind", true, "POST", "/vcons", writer, apitest.NewVcon(u, "behind", "+15555550100"), ct...),
+		r.expect(503, "a replacement while the replica is behind", true, "PUT", "/vcons/"+u, writer, apitest.NewVcon(u, "behind", "+15555550100"), ct...),
+		r.expect(503, "a delete while the replica is behind", true, "DELETE", "/vcons/"+u, deleter, nil),
+		r.expect(503, "a tenant while the replica is behind", true, "POST", "/admin/tenants", ops, []byte(`{"name":"hooli"}`), js...),
+		r.expect(503, "a metadata setting while the replica is behind", true, "PUT", at+"/metadata", ops, []byte(`{"metadata":"form"}`), js...),
+		r.expect(503, "a retention setting while the replica is behind", true, "PUT", at+"/retention", ops, []byte(`{"retention":"365d"}`), js...),
+		r.expect(503, "a search setting while the replica is behind", true, "PUT", at+"/search", ops, []byte(`{"search":"off"}`), js...),
+		r.expect(503, "a hold while the replica is behind", true, "PUT", at+"/holds/"+u, ops, nil),
+		r.expect(503, "a release while the replica is behind", true, "DELETE", at+"/holds/"+u, ops, nil),
+	} {
+		if x.RespHeader.Get("Retry-After") == "" {
+			r.t.Errorf("%s, want Retry-After", x)
+		}
+	}
+}
 
 func gz(t testing.TB, b []byte) []byte {
 	var buf bytes.Buffer

@@ -107,9 +107,11 @@ func (e *env) syncReplica() error {
 		return err
 	}
 	defer cat.Close()
-	r, err := openReplica(e.ctx, cfg, mk, cat, nil, false)
+	// Vetted as at serve's start: the bucket may have been versioned since,
+	// and a segment holds whole rows, wrapped keys included.
+	r, err := openReplica(e.ctx, cfg, mk, cat, nil, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("the change is committed in the catalog but not in the replica: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestLoseTheHost(t *testing.T) {
 						name = "parquet"
 					}
 					t.Run(name+"/max_lag="+itoa(lag), func(t *testing.T) {
-						loseTheHost(t, srv, parquet, lag, "")
+						loseTheHost(t, host{toml: bucketTOML(t, srv, parquet, lag), lag: lag, wipe: wipeDataDir})
 					})
 				}
 			}
@@ -44,22 +45,73 @@ func TestLoseTheHost(t *testing.T) {
 			// reports it named by no row.
 			for _, at := range []string{crashpoint.PackAfterPut, crashpoint.PackAfterCommit} {
 				t.Run("parquet/max_lag=1/"+at, func(t *testing.T) {
-					loseTheHost(t, srv, true, 1, at)
+					loseTheHost(t, host{toml: bucketTOML(t, srv, true, 1), lag: 1, crashAt: at, wipe: wipeDataDir})
 				})
 			}
 		})
 	}
 }
 
-// loseTheHost runs the load, kills the server (at the crash point crashAt
-// when given, else after loadFor), deletes the data directory, restores
-// and verifies.
-func loseTheHost(t *testing.T, srv *s3test.Server, parquet bool, lag int, crashAt string) {
+// TestLoseTheCatalogDirStorage: with data-directory storage and the
+// replica in the bucket of a [replica.s3] table, on each S3 server, the
+// load is killed, the catalog's files alone are deleted (the objects are
+// in the data directory), and restore and serve find every version as
+// max_lag promises.
+func TestLoseTheCatalogDirStorage(t *testing.T) {
+	for _, kind := range s3test.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			srv := s3test.Start(t, kind)
+			for _, lag := range []int{0, 1} {
+				t.Run("max_lag="+itoa(lag), func(t *testing.T) {
+					toml := replicaTOML("s3", lag) + replicaS3TOML(t, srv, srv.NewBucket(t, false), "replica-of-host-1/", "")
+					loseTheHost(t, host{toml: toml, lag: lag, wipe: wipeCatalog})
+				})
+			}
+		})
+	}
+}
+
+// bucketTOML keeps the objects in a new bucket on srv, Parquet storage on
+// when asked, and the replica under replica/ in the same bucket.
+func bucketTOML(t *testing.T, srv *s3test.Server, parquet bool, lag int) string {
 	storage := srv.StorageTOML(t, srv.NewBucket(t, false), "vcon/")
 	if parquet {
 		storage += parquetTOML
 	}
-	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), Storage: storage + replicaTOML("s3", lag)})
+	return storage + replicaTOML("s3", lag)
+}
+
+// wipeDataDir is the loss of the host's disk: the whole data directory.
+func wipeDataDir(t *testing.T, e *testenv.Env) {
+	if err := os.RemoveAll(e.Config.DataDir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wipeCatalog is the loss of the catalog's files alone.
+func wipeCatalog(t *testing.T, e *testenv.Env) {
+	for _, f := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {
+		if err := os.Remove(filepath.Join(e.Config.DataDir, f)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// host is one server to lose: its [storage] and [replica] tables, its
+// max_lag, the crash point to die at ("": a SIGKILL after loadFor), and
+// what the loss takes.
+type host struct {
+	toml    string
+	lag     int
+	crashAt string
+	wipe    func(*testing.T, *testenv.Env)
+}
+
+// loseTheHost runs the load, kills the server, wipes what the host loses,
+// restores, serves and verifies.
+func loseTheHost(t *testing.T, h host) {
+	lag, crashAt := h.lag, h.crashAt
+	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), Storage: h.toml})
 	token := e.NewKey(e.Tenant("acme"), "write", "read", "delete").Token
 	var env []string
 	if crashAt != "" {
@@ -97,9 +149,7 @@ func loseTheHost(t *testing.T, srv *s3test.Server, parquet bool, lag int, crashA
 		t.Fatalf("%d versions acknowledged in %s: the load proved little", run.acked, loadFor)
 	}
 
-	if err := os.RemoveAll(e.Config.DataDir); err != nil {
-		t.Fatal(err)
-	}
+	h.wipe(t, e)
 	began := time.Now()
 	t.Logf("restore: %s", e.CLI("restore"))
 	restoreTook := time.Since(began)

@@ -86,6 +86,10 @@ var (
 	// ErrPurgeIncomplete: the data key is destroyed but the bytes could not
 	// all be removed yet; the purge sweep finishes it.
 	ErrPurgeIncomplete = errors.New("the vCon is deleted and can no longer be read, but removing its stored bytes failed; the purge sweep will finish it")
+	// ErrPurgeAwaitsReplica: the data key is destroyed in the catalog, but
+	// the catalog's replica did not yet roll over to a generation without
+	// it; the purge sweep finishes the purge once the replica answers.
+	ErrPurgeAwaitsReplica = errors.New("the vCon is deleted and can no longer be read, but the catalog's replica is behind and may still hold its keys; the purge sweep finishes the purge once the replica answers, retry later")
 	// ErrDamaged: stored bytes failed authentication or are missing.
 	ErrDamaged = errors.New("the stored version is damaged")
 )

@@ -52,6 +52,11 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	if err != nil {
 		if len(destroyed) > 0 {
 			a.logError("delete: purge left work for the sweep", err)
+			if errors.Is(err, errForget) {
+				// The replica, not storage, is what failed: a refusal
+				// to retry (503), as every write's while it is behind.
+				return ErrPurgeAwaitsReplica
+			}
 			return ErrPurgeIncomplete
 		}
 		return err
@@ -149,14 +154,21 @@ func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Versi
 	if len(destroyed) == 0 {
 		return nil, nil
 	}
+	return destroyed, a.finishDestroyed(ctx, destroyed)
+}
+
+// finishDestroyed is the rest of a purge whose key transaction committed
+// (a purge's, or an erasure's): the checkpoint, the replica's rollover,
+// then each version's bytes (docs/FORMAT.md, "Purge of an object").
+func (a *Archive) finishDestroyed(ctx context.Context, destroyed []catalog.Version) error {
 	if a.Purged != nil {
 		a.Purged(len(destroyed))
 	}
 	if err := a.checkpoint(ctx); err != nil {
-		return destroyed, err
+		return err
 	}
 	if err := a.forget(ctx); err != nil {
-		return destroyed, err
+		return err
 	}
 	crashpoint.Hit(crashpoint.PurgeAfterKey)
 	var errs []error
@@ -165,7 +177,7 @@ func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Versi
 			errs = append(errs, err)
 		}
 	}
-	return destroyed, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // checkpoint pushes the key deletion out of the WAL, bounded in time so a

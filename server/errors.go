@@ -31,6 +31,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusNotFound, "no such vCon"
 	case reserve.IsFull(err):
 		return http.StatusInsufficientStorage, msgDiskLow
+	case errors.Is(err, archive.ErrPurgeAwaitsReplica):
+		return http.StatusServiceUnavailable, archive.ErrPurgeAwaitsReplica.Error()
 	case errors.Is(err, archive.ErrPurgeIncomplete):
 		return http.StatusInternalServerError, archive.ErrPurgeIncomplete.Error()
 	}

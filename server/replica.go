@@ -36,12 +36,15 @@ func (s *Server) replicated(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if s.Replica.MaxLag() > 0 {
-			h(w, r)
+			h(retryLater{w, s.Replica.MaxLag()}, r)
 			s.Replica.Acknowledge(r.Context())
 			return
 		}
 		b := &heldAnswer{header: http.Header{}}
 		h(b, r)
+		if b.status == http.StatusServiceUnavailable && b.header.Get("Retry-After") == "" {
+			b.header.Set("Retry-After", "1")
+		}
 		if b.status < 300 {
 			if err := s.Replica.Acknowledge(context.WithoutCancel(r.Context())); err != nil {
 				s.Log.Warn("write not acknowledged: the catalog's replica did not take it", "error", err.Error())
@@ -60,6 +63,20 @@ func (s *Server) replicated(h http.HandlerFunc) http.HandlerFunc {
 func replicaUnavailable(w http.ResponseWriter, msg string, lag time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(lag/time.Second))))
 	writeError(w, http.StatusServiceUnavailable, msg)
+}
+
+// retryLater adds Retry-After to a handler's 503 (a 0d DELETE whose purge
+// waits for the replica) as to the wrapper's own.
+type retryLater struct {
+	http.ResponseWriter
+	lag time.Duration
+}
+
+func (w retryLater) WriteHeader(code int) {
+	if code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(w.lag/time.Second))))
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // heldAnswer is a response kept back until the replica has the change.

@@ -38,6 +38,12 @@ func TestLoseTheHost(t *testing.T) {
 					})
 				}
 			}
+			// The replica in a directory on another disk (here, beside
+			// the data directory), which the loss spares.
+			t.Run("objects/to=dir/max_lag=0", func(t *testing.T) {
+				toml := srv.StorageTOML(t, srv.NewBucket(t, false), "vcon/") + replicaTOML(t.TempDir(), 0)
+				loseTheHost(t, host{toml: toml, lag: 0, wipe: wipeDataDir})
+			})
 			// Killed right after a pack file's PUT, and right after its
 			// commit: the replica may not hold the commit, and the bucket
 			// holds the file. The restored catalog must name it all the

@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench soak scale fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench soak scale replica-bench fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -61,6 +61,13 @@ soak: test-tools
 # of test.
 scale:
 	VCON_SCALE=1 $(GO) test -count=1 -timeout 180m -v -run '^TestScale$$' ./test/scale/
+
+# The replica's benchmark (issue 14): ingest with the replica off, max_lag
+# 1 and 0 (ratios, one run), bytes uploaded per stored version, a 0d
+# DELETE's latency and restore's time at VCON_REPLICA_BENCH_VERSIONS
+# (100,000 by default). Never part of test.
+replica-bench:
+	VCON_REPLICA_BENCH=1 $(GO) test -count=1 -timeout 180m -v -run '^TestReplicaBench$$' ./test/replica/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"time"
 
 	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/objstore"
@@ -68,3 +69,14 @@ func (u *spareUpload) Commit() error {
 }
 
 func (u *spareUpload) Abort() {}
+
+// RemoveStaleTemps passes the data directory's start-up clean-up through
+// (archive.Recover looks for it, as objstore.Metered passes it on).
+func (s *spareStore) RemoveStaleTemps(olderThan time.Duration) (int, error) {
+	if d, ok := s.Store.(interface {
+		RemoveStaleTemps(time.Duration) (int, error)
+	}); ok {
+		return d.RemoveStaleTemps(olderThan)
+	}
+	return 0, nil
+}

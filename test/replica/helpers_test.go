@@ -71,10 +71,12 @@ func keys(t testing.TB, s objstore.Store, prefix string) []string {
 	return out
 }
 
-// sent is one store request of the load: what it sent and, when the
-// server acknowledged it, the version it named and when the answer came.
+// sent is one request of the load: what it stored (or a DELETE) and, when
+// the server acknowledged it, the version it named and when the answer
+// came.
 type sent struct {
 	body    []byte
+	del     bool
 	acked   bool
 	version string
 	at      time.Time
@@ -84,14 +86,16 @@ type sent struct {
 // owner sent it.
 type loadRun struct {
 	byUUID     map[string][]*sent
-	acked      int
+	acked      int      // versions
+	deleted    int      // DELETEs acknowledged
 	unexpected []string // answers other than an acknowledgment or a 503
 }
 
 // storeLoad runs `clients` workers against the server at e.BaseURL, each
 // storing new vCons and, one time in four, a new version of one of its
-// own, until stop is closed; it returns once every worker has ended. A
-// worker owns its uuids, so the order of a uuid's requests is known.
+// own, one time in eight deleting one of its own (hidden, not purged),
+// until stop is closed; it returns once every worker has ended. A worker
+// owns its uuids, so the order of a uuid's requests is known.
 func storeLoad(t testing.TB, e *testenv.Env, clients int, stop <-chan struct{}, token string) *loadRun {
 	t.Helper()
 	client, base := e.HTTPClient(), e.BaseURL
@@ -112,21 +116,32 @@ func storeLoad(t testing.TB, e *testenv.Env, clients int, stop <-chan struct{}, 
 			for n := 0; ctx.Err() == nil; n++ {
 				method, path := "POST", "/vcons"
 				var u string
-				if len(own) > 0 && rnd.IntN(4) == 0 {
+				switch pick := rnd.IntN(8); {
+				case len(own) > 0 && pick < 2:
 					u = own[rnd.IntN(len(own))]
 					method, path = "PUT", "/vcons/"+u
-				} else {
+				case len(own) > 0 && pick == 2:
+					u = own[rnd.IntN(len(own))]
+					method, path = "DELETE", "/vcons/"+u
+				default:
 					u = ids.NewRandom().String()
 					own = append(own, u)
 				}
-				subject := fmt.Sprintf("client %d request %d %s", w, n, strings.Repeat("x", rnd.IntN(4096)))
-				s := &sent{body: apitest.NewVcon(u, subject, "+1555555"+fmt.Sprintf("%04d", rnd.IntN(10000)))}
+				s := &sent{del: method == "DELETE"}
+				if !s.del {
+					subject := fmt.Sprintf("client %d request %d %s", w, n, strings.Repeat("x", rnd.IntN(4096)))
+					s.body = apitest.NewVcon(u, subject, "+1555555"+fmt.Sprintf("%04d", rnd.IntN(10000)))
+				}
 				mine[u] = append(mine[u], s)
 				status, body, err := do(ctx, client, method, base+path, token, s.body)
 				if err != nil {
 					continue // cut by the kill, or the end of the load
 				}
 				switch {
+				case s.del && status == 204:
+					s.acked, s.at = true, time.Now()
+				case s.del && status == 404:
+					// Deleted already, or its store was never acknowledged.
 				case status == 201 || (method == "PUT" && status == 200):
 					var a struct{ Version string }
 					if json.Unmarshal(body, &a) != nil || a.Version == "" {
@@ -145,7 +160,10 @@ func storeLoad(t testing.TB, e *testenv.Env, clients int, stop <-chan struct{}, 
 			for u, ss := range mine {
 				run.byUUID[u] = ss
 				for _, s := range ss {
-					if s.acked {
+					switch {
+					case s.acked && s.del:
+						run.deleted++
+					case s.acked:
 						run.acked++
 					}
 				}
@@ -177,18 +195,23 @@ func do(ctx context.Context, c *http.Client, method, url, token string, body []b
 
 // verify reads every uuid of the load back from the server at e: every
 // version acknowledged before `before` is among the uuid's versions with
-// its size, and the current version is, byte for byte, the newest of
-// those or a request sent after it (acknowledged or not: a write the kill
-// cut may have landed). It returns how many versions it had to find.
+// its size, and what GET answers is what the newest request acknowledged
+// before then left (its bytes, or a 404 after a DELETE), or what a
+// request sent after it left (acknowledged or not: a write the kill cut
+// may have landed). It returns how many versions it had to find.
 func (run *loadRun) verify(t *testing.T, e *testenv.Env, token string, before time.Time) int {
 	t.Helper()
 	required := 0
 	for u, ss := range run.byUUID {
-		last := -1 // the newest acknowledged version that must be there
+		last := -1 // the newest acknowledged request whose effect must be there
+		stored := false
 		for i, s := range ss {
 			if s.acked && s.at.Before(before) {
 				last = i
-				required++
+				if !s.del {
+					required++
+					stored = true
+				}
 			}
 		}
 		r := e.Do("GET", "/vcons/"+u+"/versions", token, nil)
@@ -201,7 +224,7 @@ func (run *loadRun) verify(t *testing.T, e *testenv.Env, token string, before ti
 		switch {
 		case r.Status == 200:
 			r.JSON(t, &listed)
-		case r.Status == 404 && last < 0:
+		case r.Status == 404 && !stored:
 		default:
 			t.Errorf("GET /vcons/%s/versions: %d %s", u, r.Status, r.Body)
 			continue
@@ -212,7 +235,7 @@ func (run *loadRun) verify(t *testing.T, e *testenv.Env, token string, before ti
 		}
 		for i := 0; i <= last; i++ {
 			s := ss[i]
-			if !s.acked || !s.at.Before(before) {
+			if s.del || !s.acked || !s.at.Before(before) {
 				continue
 			}
 			if size, ok := sizes[s.version]; !ok || size != len(s.body) {
@@ -221,21 +244,19 @@ func (run *loadRun) verify(t *testing.T, e *testenv.Env, token string, before ti
 			}
 		}
 		r = e.Do("GET", "/vcons/"+u, token, nil)
-		if r.Status == 404 && last < 0 {
-			continue
-		}
 		match := -1
 		for i := max(last, 0); i < len(ss); i++ {
-			if r.Status == 200 && bytes.Equal(r.Body, ss[i].body) {
+			gone := ss[i].del || (i == 0 && last < 0)
+			if (r.Status == 404 && gone) || (r.Status == 200 && !ss[i].del && bytes.Equal(r.Body, ss[i].body)) {
 				match = i
 			}
 		}
 		if match < 0 {
-			t.Errorf("GET /vcons/%s: %d, %d bytes: neither the newest version acknowledged before the kill (request %d of %d) nor one sent after it",
+			t.Errorf("GET /vcons/%s: %d, %d bytes: neither what the newest request acknowledged before the kill left (request %d of %d) nor what one sent after it left",
 				u, r.Status, len(r.Body), last+1, len(ss))
 			continue
 		}
-		if s := ss[match]; s.acked && r.Header.Get("ETag") != "" && strings.Trim(r.Header.Get("ETag"), `"`) != s.version {
+		if s := ss[match]; r.Status == 200 && s.acked && r.Header.Get("ETag") != "" && strings.Trim(r.Header.Get("ETag"), `"`) != s.version {
 			t.Errorf("GET /vcons/%s: ETag %s, the acknowledged version is %s", u, r.Header.Get("ETag"), s.version)
 		}
 	}

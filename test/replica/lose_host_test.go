@@ -165,8 +165,8 @@ func loseTheHost(t *testing.T, h host) {
 		before = killed.Add(-time.Duration(lag) * time.Second)
 	}
 	required := run.verify(t, e, token, before)
-	t.Logf("%d uuids, %d versions acknowledged, %d acknowledged before %s and found; restore took %s",
-		len(run.byUUID), run.acked, required, before.Format("15:04:05.000"), restoreTook.Round(time.Millisecond))
+	t.Logf("%d uuids, %d versions and %d DELETEs acknowledged, %d versions acknowledged before %s and found; restore took %s",
+		len(run.byUUID), run.acked, run.deleted, required, before.Format("15:04:05.000"), restoreTook.Round(time.Millisecond))
 	if lag > 0 && required == 0 {
 		t.Errorf("no version was acknowledged more than max_lag before the kill: the run proved little")
 	}

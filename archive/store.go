@@ -2,6 +2,8 @@ package archive
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"time"
@@ -30,6 +32,9 @@ type Stored struct {
 	Version  ids.ID
 	StoredAt time.Time
 	Replaced bool
+	// Replayed: the body repeated the current version byte for byte, so
+	// nothing was stored and Version names that version (docs/api.md).
+	Replayed bool
 	Meta     *vcon.Meta
 }
 
@@ -83,7 +88,10 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		}
 		inspected <- result{m, err}
 	}()
-	_, copyErr := io.Copy(io.MultiWriter(sw, pw), req.Body)
+	// The body's keyed hash recognises a retried store later without
+	// keeping anything clear (docs/FORMAT.md, "Store").
+	mac := hmac.New(sha256.New, a.Key.BodyMACKey(req.Tenant))
+	_, copyErr := io.Copy(io.MultiWriter(sw, pw, mac), req.Body)
 	pw.CloseWithError(copyErr)
 	res := <-inspected
 	switch {
@@ -118,19 +126,37 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		Form: catalog.Form(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc,
 	}
+	sum := mac.Sum(nil)
 	var replaced bool
+	var replay catalog.Replay
 	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
+		replay, err = tx.ReplayOf(req.Tenant, uuid, sum, req.ContentType, req.ContentEncoding)
+		if err == nil {
+			return nil
+		} else if !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
 		if replaced, err = tx.InsertVersion(v, req.Mode); err != nil {
+			return err
+		}
+		if err := tx.SetBodyMAC(vid, sum); err != nil {
 			return err
 		}
 		return a.index(tx, v, res.meta)
 	})
+	if err == nil && !replay.Version.IsZero() {
+		// A retry of the current version: its new object is never named.
+		err = errReplayed
+	}
 	if err != nil {
 		// No row names the object, so its key is lost and it can never be
 		// opened; remove it now rather than leaving it to recovery.
 		if derr := a.Objects.Delete(context.WithoutCancel(ctx), ObjectKey(a.Loc, req.Tenant, vid)); derr != nil {
 			a.logError("store: removing an object whose commit failed", derr)
+		}
+		if errors.Is(err, errReplayed) {
+			return Stored{UUID: uuid, Version: replay.Version, StoredAt: replay.StoredAt, Replayed: true, Meta: res.meta}, nil
 		}
 		if errors.Is(err, catalog.ErrExists) {
 			return Stored{UUID: uuid}, err
@@ -140,3 +166,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	crashpoint.Hit(crashpoint.StoreAfterCommit)
 	return Stored{UUID: uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: res.meta}, nil
 }
+
+// errReplayed makes Store remove the object of a body the current version
+// already holds, as it removes one whose commit failed.
+var errReplayed = errors.New("store: the body repeats the current version")

@@ -148,6 +148,9 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 			err = c.migrate(ctx)
 		}
 	}
+	if err == nil {
+		err = c.webhookTriggers(ctx)
+	}
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -163,4 +163,37 @@ CREATE TABLE replica_state (
 	value
 ) WITHOUT ROWID;
 `,
+
+	// 5: webhooks (docs/FORMAT.md, "Webhook outbox"): a tenant's
+	// endpoint with its secret sealed under the master key, the outbox of
+	// events (ids and times only), and each version's keyed hash of its
+	// body, by which a retried store is recognised. The triggers that
+	// fill the outbox are made at every open (catalog/webhooks.go).
+	`
+ALTER TABLE versions ADD COLUMN body_mac BLOB;
+
+CREATE TABLE webhooks (
+	tenant     BLOB PRIMARY KEY REFERENCES tenants(id),
+	url        TEXT NOT NULL,
+	secret     BLOB NOT NULL,
+	ca_pem     TEXT,
+	created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE webhook_events (
+	id       INTEGER PRIMARY KEY AUTOINCREMENT,
+	msg_id   TEXT NOT NULL,
+	tenant   BLOB NOT NULL,
+	uuid     BLOB NOT NULL,
+	version  BLOB,
+	type     TEXT NOT NULL,
+	at       INTEGER NOT NULL,
+	failed   INTEGER NOT NULL DEFAULT 0,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	next_at  INTEGER NOT NULL DEFAULT 0,
+	error    TEXT
+);
+CREATE INDEX webhook_events_by_vcon ON webhook_events (tenant, uuid, id);
+CREATE INDEX webhook_events_due ON webhook_events (failed, next_at);
+`,
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/webhook"
 )
 
 // Daemon is a running server: the HTTPS listener, the purge sweep, the
@@ -54,6 +55,7 @@ type Options struct {
 	Now      func() time.Time // the clock of retention; time.Now when nil
 	Listener net.Listener     // instead of listening on cfg.Listen
 	Limits   server.Limits    // timeouts and the authentication limit; defaults when zero
+	Webhooks webhook.Policy   // the webhook sender's retries; webhook.DefaultPolicy when zero
 }
 
 // Start opens everything serve needs, repairs what a crash left, and
@@ -174,10 +176,14 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 			d.every(runCtx, time.Second, replicaMetrics(reg, d.Replica))
 		}()
 	}
-	d.wg.Add(4)
+	d.wg.Add(5)
 	go func() {
 		defer d.wg.Done()
 		d.every(runCtx, 2*time.Second, d.IndexSearch)
+	}()
+	go func() {
+		defer d.wg.Done()
+		(&webhook.Sender{Cat: cat, Key: mk, Log: log, Metrics: webhook.NewMetrics(reg), Policy: opt.Webhooks}).Run(runCtx)
 	}()
 	go func() {
 		defer d.wg.Done()

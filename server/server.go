@@ -70,6 +70,7 @@ func (s *Server) routes() []route {
 		operator("PUT /admin/tenants/{id}/metadata", s.setMetadata),
 		operator("PUT /admin/tenants/{id}/retention", s.setRetention),
 		operator("PUT /admin/tenants/{id}/search", s.setSearch),
+		operator("PUT /admin/tenants/{id}/webhook", s.setWebhook),
 		operator("GET /admin/tenants/{id}/holds", s.listHolds),
 		operator("PUT /admin/tenants/{id}/holds/{uuid}", s.hold(true)),
 		operator("DELETE /admin/tenants/{id}/holds/{uuid}", s.hold(false)),

@@ -76,7 +76,13 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 		}
 		w.Header().Set("Location", "/vcons/"+res.UUID.String())
 		status := http.StatusCreated
-		if res.Replaced {
+		switch {
+		case res.Replayed:
+			// A retry of the current version: its answer, and no store.
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeJSON(w, http.StatusOK, storedJSON{UUID: res.UUID.String(), Version: res.Version.String(), StoredAt: timeText(res.StoredAt)})
+			return http.StatusOK, res.UUID.String()
+		case res.Replaced:
 			status = http.StatusOK
 		}
 		s.Metrics.stored(res.Meta.Size)

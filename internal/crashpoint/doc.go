@@ -44,6 +44,9 @@ const (
 	ReplicaAfterRecord   = "replica-after-record"   // the record names the new generation, old objects not yet deleted
 	ReplicaAfterDeletes  = "replica-after-deletes"  // old objects deleted, not yet proven gone
 
+	// Webhooks (docs/webhooks.md).
+	WebhookAfterDelivery = "webhook-after-delivery" // a receiver took an event, its outbox row not yet deleted
+
 	// The disk's reserve (docs/troubleshooting.md, "The disk is low").
 	ReserveReleased = "reserve-released" // a write failed for space and the reserve was given back, not yet made again
 )

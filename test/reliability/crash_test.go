@@ -52,6 +52,7 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.ExportAfterFile:      crashExport,
 	crashpoint.ExportBeforeManifest: crashExport,
 	crashpoint.ReserveReleased:      crashReserve,
+	crashpoint.WebhookAfterDelivery: crashWebhook,
 }
 
 // crashScenario drives the binary until it dies at point, restarts, and

@@ -234,6 +234,7 @@ func replicaBehind(r *runner, writer, deleter, ops, tenant string) {
 		r.expect(503, "a metadata setting while the replica is behind", true, "PUT", at+"/metadata", ops, []byte(`{"metadata":"form"}`), js...),
 		r.expect(503, "a retention setting while the replica is behind", true, "PUT", at+"/retention", ops, []byte(`{"retention":"365d"}`), js...),
 		r.expect(503, "a search setting while the replica is behind", true, "PUT", at+"/search", ops, []byte(`{"search":"off"}`), js...),
+		r.expect(503, "a webhook setting while the replica is behind", true, "PUT", at+"/webhook", ops, []byte(`{"url":"off"}`), js...),
 		r.expect(503, "a hold while the replica is behind", true, "PUT", at+"/holds/"+u, ops, nil),
 		r.expect(503, "a release while the replica is behind", true, "DELETE", at+"/holds/"+u, ops, nil),
 	} {
@@ -271,7 +272,8 @@ func vcons(r *runner, writer, reader, deleter, ops, tenant string) {
 	encoded := ids.NewRandom().String()
 	r.expect(201, "a vCon sent with Content-Encoding gzip", true, "POST", "/vcons", writer,
 		gz(t, apitest.NewVcon(encoded, "encoded", "+15555550103")), "Content-Type", "application/vcon+json", "Content-Encoding", "gzip")
-	r.expect(409, "a uuid already stored", true, "POST", "/vcons", writer, body, ct...)
+	r.expect(200, "the same bytes again (a retry)", true, "POST", "/vcons", writer, body, ct...)
+	r.expect(409, "a uuid already stored, other bytes", true, "POST", "/vcons", writer, apitest.NewVcon(u, "openapi, other", "+15555550100"), ct...)
 	r.expect(400, "no uuid", false, "POST", "/vcons", writer, []byte(`{"vcon":"0.4.0","parties":[]}`), ct...)
 	r.expect(400, "broken gzip", false, "POST", "/vcons", writer, []byte("\x1f\x8bnot gzip"), "Content-Type", "application/vcon+gzip")
 	big := apitest.NewVcon(ids.NewRandom().String(), strings.Repeat("a", MaxSize), "+15555550104")
@@ -351,6 +353,8 @@ func admin(r *runner, ops, tenant string) {
 		{"retention", `{"retention":"365d"}`, `{"retention":"1y"}`},
 		{"retention", `{"retention":null}`, `{"retention":7}`},
 		{"search", `{"search":"off"}`, `{"search":"all"}`},
+		{"webhook", `{"url":"https://127.0.0.1:9/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`, `{"url":"http://192.0.2.1/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`},
+		{"webhook", `{"url":"off"}`, `{"url":"https://127.0.0.1:9/hook","secret":"whsec_short"}`},
 	} {
 		r.expect(200, "a "+c.route+" setting", true, "PUT", at+"/"+c.route, ops, []byte(c.good), js...)
 		r.expect(400, "a bad "+c.route+" setting", false, "PUT", at+"/"+c.route, ops, []byte(c.bad), js...)

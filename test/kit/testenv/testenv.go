@@ -29,6 +29,7 @@ import (
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/server"
+	"github.com/vcon-server/vcon-server/webhook"
 )
 
 // Options shape the server a test gets.
@@ -50,6 +51,9 @@ type Options struct {
 	// Limits are the in-process server's timeouts and guards (defaults
 	// when zero).
 	Limits server.Limits
+	// Webhooks is the in-process server's webhook retry policy
+	// (webhook.DefaultPolicy when zero).
+	Webhooks webhook.Policy
 }
 
 // Env is one server and what a test needs to talk to it.
@@ -157,7 +161,7 @@ func (e *Env) TryStart() error {
 		return err
 	}
 	e.Config = cfg
-	d, err := cli.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), cli.Options{Now: e.opts.Now, Listener: ln, Limits: e.opts.Limits})
+	d, err := cli.Start(context.Background(), cfg, logline.New(e.Log, "debug", "serve"), cli.Options{Now: e.opts.Now, Listener: ln, Limits: e.opts.Limits, Webhooks: e.opts.Webhooks})
 	if err != nil {
 		ln.Close()
 		return err

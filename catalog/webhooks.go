@@ -1,0 +1,293 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// The webhook outbox (docs/FORMAT.md, "Webhook outbox"). Triggers write an
+// event row in the transaction that makes the change it announces, so no
+// commit can make a change without its event, whichever process or code
+// path made it; a tenant without a webhook gets no rows. The sender reads
+// the rows, and deletes each once its receiver took it.
+
+// Event types, as the body's "type" names them (docs/webhooks.md).
+const (
+	EventStored   = "vcon.stored"
+	EventReplaced = "vcon.replaced"
+	EventDeleted  = "vcon.deleted"
+	EventPurged   = "vcon.purged"
+	EventErased   = "erasure.completed"
+)
+
+// eventNow is the trigger's clock: Unix nanoseconds, to the millisecond.
+const eventNow = `CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000000`
+
+func eventInsert(uuid, version, typ string) string {
+	return `INSERT INTO webhook_events(msg_id, tenant, uuid, version, type, at)
+	SELECT 'msg_' || lower(hex(randomblob(16))), w.tenant, ` + uuid + `, ` + version + `, ` + typ + `, ` + eventNow + `
+	FROM webhooks w WHERE w.tenant = `
+}
+
+// eventTriggers names each trigger with its statement. A vCon's current
+// version is what its events announce: made (stored), moved (replaced),
+// cleared (deleted); a version's key destroyed (purged), then its row
+// forgotten once its bytes are proven gone (erasure completed).
+var eventTriggers = []struct{ name, sql string }{
+	{"webhook_vcon_new", `AFTER INSERT ON vcons WHEN NEW.current IS NOT NULL BEGIN ` +
+		eventInsert("NEW.uuid", "NEW.current", `'`+EventStored+`'`) + `NEW.tenant; END`},
+	{"webhook_vcon_current", `AFTER UPDATE OF current ON vcons WHEN NEW.current IS NOT OLD.current BEGIN ` +
+		eventInsert("NEW.uuid", "COALESCE(NEW.current, OLD.current)",
+			`CASE WHEN NEW.current IS NULL THEN '`+EventDeleted+`' WHEN OLD.current IS NULL THEN '`+EventStored+`' ELSE '`+EventReplaced+`' END`) +
+		`NEW.tenant; END`},
+	{"webhook_version_purged", `AFTER UPDATE OF purge ON versions WHEN OLD.purge = 0 AND NEW.purge <> 0 BEGIN ` +
+		eventInsert("NEW.uuid", "NEW.id", `'`+EventPurged+`'`) + `NEW.tenant; END`},
+	{"webhook_version_erased", `AFTER DELETE ON versions WHEN OLD.purge <> 0 BEGIN ` +
+		eventInsert("OLD.uuid", "OLD.id", `'`+EventErased+`'`) + `OLD.tenant; END`},
+}
+
+// webhookTriggers makes the outbox's triggers when the catalog lacks one:
+// at every open, since a catalog rebuilt from the replica has tables and
+// indexes only.
+func (c *Catalog) webhookTriggers(ctx context.Context) error {
+	var n int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'webhook\_%' ESCAPE '\'`).Scan(&n); err != nil {
+		return fmt.Errorf("catalog: read the webhook triggers: %w", err)
+	}
+	if n == len(eventTriggers) {
+		return nil
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("catalog: webhook triggers: %w", err)
+	}
+	defer tx.Rollback()
+	for _, t := range eventTriggers {
+		if _, err := tx.ExecContext(ctx, `CREATE TRIGGER IF NOT EXISTS `+t.name+` `+t.sql); err != nil {
+			return fmt.Errorf("catalog: webhook trigger %s: %w", t.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("catalog: webhook triggers: %w", err)
+	}
+	return nil
+}
+
+// Webhook is a tenant's endpoint.
+type Webhook struct {
+	Tenant    ids.ID
+	URL       string
+	Secret    []byte // sealed under the master key (seal.MasterKey.SealSecret)
+	CAPEM     string // the certificates the endpoint's must chain to; "" for the system's
+	CreatedAt time.Time
+}
+
+// SetWebhook sets or replaces a tenant's webhook, recorded in both logs.
+// Events already pending go to the new endpoint.
+func (c *Catalog) SetWebhook(ctx context.Context, w Webhook, by Actor) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(`INSERT INTO webhooks(tenant, url, secret, ca_pem, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(tenant) DO UPDATE SET url = excluded.url, secret = excluded.secret, ca_pem = excluded.ca_pem, created_at = excluded.created_at`,
+			w.Tenant[:], w.URL, w.Secret, nullString(w.CAPEM), nanos(tx.now)); err != nil {
+			return err
+		}
+		return tx.record(by, &w.Tenant, "tenant_webhook", "webhook", "on")
+	})
+}
+
+// DropWebhook turns a tenant's webhook off and drops its events, pending
+// and failed, recording how many in both logs. It returns that number.
+func (c *Catalog) DropWebhook(ctx context.Context, tenant ids.ID, by Actor) (int, error) {
+	var n int64
+	err := c.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(`DELETE FROM webhooks WHERE tenant = ?`, tenant[:]); err != nil {
+			return err
+		}
+		res, err := tx.exec(`DELETE FROM webhook_events WHERE tenant = ?`, tenant[:])
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return tx.record(by, &tenant, "tenant_webhook", "webhook", "off dropped="+strconv.FormatInt(n, 10))
+	})
+	return int(n), err
+}
+
+// Webhook returns a tenant's webhook; ErrNotFound when it has none.
+func (c *Catalog) Webhook(ctx context.Context, tenant ids.ID) (Webhook, error) {
+	w := Webhook{Tenant: tenant}
+	var ca sql.NullString
+	var at int64
+	err := c.db.QueryRowContext(ctx, `SELECT url, secret, ca_pem, created_at FROM webhooks WHERE tenant = ?`, tenant[:]).Scan(&w.URL, &w.Secret, &ca, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, ErrNotFound
+	}
+	if err != nil {
+		return w, fmt.Errorf("catalog: read webhook: %w", err)
+	}
+	w.CAPEM, w.CreatedAt = ca.String, fromNanos(at)
+	return w, nil
+}
+
+// Event is one row of the outbox.
+type Event struct {
+	ID       int64 // the outbox's order
+	MsgID    string
+	Tenant   ids.ID
+	UUID     ids.ID
+	Version  ids.ID
+	Type     string
+	At       time.Time
+	Failed   bool
+	Attempts int
+	NextAt   time.Time
+	Error    string
+}
+
+const eventCols = `e.id, e.msg_id, e.tenant, e.uuid, e.version, e.type, e.at, e.failed, e.attempts, e.next_at, e.error`
+
+func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, error) {
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var tenant, uuid, version []byte
+		var at, next int64
+		var msg sql.NullString
+		if err := rows.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
+			return nil, fmt.Errorf("catalog: read events: %w", err)
+		}
+		copy(e.Tenant[:], tenant)
+		copy(e.UUID[:], uuid)
+		copy(e.Version[:], version)
+		e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// DueEvents lists up to limit pending events that may be sent at now: of
+// each vCon, only its oldest pending event, so a vCon's events go out in
+// the order they were made.
+func (c *Catalog) DueEvents(ctx context.Context, now time.Time, limit int) ([]Event, error) {
+	return c.events(ctx, `SELECT `+eventCols+` FROM webhook_events e
+		WHERE e.failed = 0 AND e.next_at <= ?
+		  AND NOT EXISTS (SELECT 1 FROM webhook_events p WHERE p.tenant = e.tenant AND p.uuid = e.uuid AND p.id < e.id AND p.failed = 0)
+		ORDER BY e.id LIMIT ?`, nanos(now), limit)
+}
+
+// NextDue returns when the earliest pending event may be sent; false when
+// none is pending.
+func (c *Catalog) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var n sql.NullInt64
+	if err := c.db.QueryRowContext(ctx, `SELECT min(next_at) FROM webhook_events WHERE failed = 0`).Scan(&n); err != nil {
+		return time.Time{}, false, fmt.Errorf("catalog: read events: %w", err)
+	}
+	return fromNanos(n.Int64), n.Valid, nil
+}
+
+// EventCounts returns how many events are pending and how many failed.
+func (c *Catalog) EventCounts(ctx context.Context) (pending, failed int, err error) {
+	err = c.db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE failed = 0), count(*) FILTER (WHERE failed <> 0) FROM webhook_events`).Scan(&pending, &failed)
+	return pending, failed, err
+}
+
+// FailedEvents lists a tenant's failed events, oldest first.
+func (c *Catalog) FailedEvents(ctx context.Context, tenant ids.ID) ([]Event, error) {
+	return c.events(ctx, `SELECT `+eventCols+` FROM webhook_events e WHERE e.tenant = ? AND e.failed <> 0 ORDER BY e.id`, tenant[:])
+}
+
+// RetryFailed makes a tenant's failed events pending again, to be sent at
+// once, recorded in both logs; it returns how many.
+func (c *Catalog) RetryFailed(ctx context.Context, tenant ids.ID, by Actor) (int, error) {
+	var n int64
+	err := c.Update(ctx, func(tx *Tx) error {
+		res, err := tx.exec(`UPDATE webhook_events SET failed = 0, attempts = 0, next_at = 0 WHERE tenant = ? AND failed <> 0`, tenant[:])
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return tx.record(by, &tenant, "webhook_retry", "webhook_retry", "events="+strconv.FormatInt(n, 10))
+	})
+	return int(n), err
+}
+
+// Replay is the current version a store's body repeats byte for byte.
+type Replay struct {
+	Version  ids.ID
+	StoredAt time.Time
+}
+
+// ReplayOf returns the vCon's current version when its body's keyed hash
+// is mac and it was stored with the same content type and encoding (a
+// retried store); ErrNotFound otherwise.
+func (tx *Tx) ReplayOf(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
+	var id []byte
+	var at int64
+	err := tx.queryRow(`SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
+		WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`,
+		tenant[:], uuid[:], mac, contentType, contentEncoding).Scan(&id, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Replay{}, ErrNotFound
+	}
+	if err != nil {
+		return Replay{}, err
+	}
+	var r Replay
+	copy(r.Version[:], id)
+	r.StoredAt = fromNanos(at)
+	return r, nil
+}
+
+// SetBodyMAC records a new version's keyed hash of its body.
+func (tx *Tx) SetBodyMAC(version ids.ID, mac []byte) error {
+	_, err := tx.exec(`UPDATE versions SET body_mac = ? WHERE id = ?`, mac, version[:])
+	return err
+}
+
+// Commits counts the write batches this process committed: a cheap way
+// for a poller to see that something may have changed.
+func (c *Catalog) Commits() uint64 { return c.commits.Load() }
+
+// Outcome is what one attempt to send an event came to; a zero ID records
+// nothing.
+type Outcome struct {
+	ID        int64
+	Delivered bool      // the receiver took it: the row goes
+	Failed    bool      // the last attempt failed: webhook retry sends it again
+	Attempts  int       // failed attempts so far
+	Next      time.Time // when it is tried again
+	Error     string    // what the last attempt met (no URL)
+}
+
+// RecordOutcomes records a pass's outcomes in one write. A row the
+// webhook's turning off dropped meanwhile stays dropped.
+func (c *Catalog) RecordOutcomes(ctx context.Context, outs []Outcome) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		for _, o := range outs {
+			var err error
+			switch {
+			case o.ID == 0:
+			case o.Delivered:
+				_, err = tx.exec(`DELETE FROM webhook_events WHERE id = ?`, o.ID)
+			default:
+				_, err = tx.exec(`UPDATE webhook_events SET attempts = ?, next_at = ?, failed = ?, error = ? WHERE id = ?`,
+					o.Attempts, nanos(o.Next), o.Failed, o.Error, o.ID)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

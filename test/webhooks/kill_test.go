@@ -1,0 +1,59 @@
+package webhooks
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/webhooktest"
+)
+
+// TestKilledWithEventsPending: the real binary, SIGKILLed while every
+// event waits for a receiver that answers 500, then started again once
+// the receiver is back: every event arrives, and at once (the start does
+// not wait out the backoff), each under the webhook-id of its attempts.
+func TestKilledWithEventsPending(t *testing.T) {
+	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t)})
+	k := e.NewKey(e.Tenant("acme"), "write")
+	rcv := webhooktest.Start(t, t.TempDir())
+	rcv.FailWith(func(int) int { return 500 })
+	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)
+	p := e.StartBinary()
+	const n = 20
+	for i := 0; i < n; i++ {
+		u := ids.NewRandom().String()
+		if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "killed", "+15550100000"), "Content-Type", "application/vcon"); r.Status != 201 {
+			t.Fatalf("POST: %d %s", r.Status, r.Body)
+		}
+	}
+	// Let every event be tried and fail at least once, then cut power.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if a, _, _ := rcv.Stats(); a >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the events were never tried")
+		}
+	}
+	p.Kill()
+	if got := len(rcv.Events()); got != 0 {
+		t.Fatalf("the receiver took %d events while answering 500", got)
+	}
+	rcv.FailWith(nil)
+	start := time.Now()
+	p = e.StartBinary()
+	defer p.Stop()
+	rcv.WaitFor(t, n, 30*time.Second)
+	took := time.Since(start)
+	if _, _, bad := rcv.Stats(); len(bad) > 0 {
+		t.Fatalf("badly signed: %v", bad)
+	}
+	// The first retry after a failure waits at least half a second; a
+	// start sends at once.
+	if took > 5*time.Second {
+		t.Errorf("the restarted server took %v to deliver the pending events", took)
+	}
+	t.Logf("%d events pending at the kill, delivered %v after the restart began", n, took.Round(time.Millisecond))
+}

@@ -163,9 +163,10 @@ func runRestore(e *env) error {
 	if err != nil {
 		return err
 	}
+	removeRestoreScratch(cfg.DataDir)
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := filepath.Join(cfg.DataDir, "."+catalog.FileName+".restore-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(cfg.DataDir, restoreScratch+hex.EncodeToString(rnd[:]))
 	defer os.Remove(tmp)
 	start := time.Now()
 	res, err := replica.Restore(e.ctx, store, mk, tmp)
@@ -181,6 +182,22 @@ func runRestore(e *env) error {
 	fmt.Fprintf(e.stderr, "vcon-server: restored the catalog from generation %d of %s (made %s) in %s; start the server: its start-up recovery destroys the keys of versions purged since, and finds moved pack files\n",
 		res.Generation, store, res.Made.Format(time.RFC3339), time.Since(start).Round(time.Millisecond))
 	return e.emit(map[string]any{"restored": path, "generation": res.Generation, "replicated": res.Replicated, "shards": res.Shards, "segments": res.Segments, "rows": res.Rows})
+}
+
+// restoreScratch starts the name of the catalog a restore is building.
+const restoreScratch = "." + catalog.FileName + ".restore-"
+
+// removeRestoreScratch removes what a killed restore left: a partial
+// catalog, which holds wrapped keys. restore and serve call it first.
+func removeRestoreScratch(dataDir string) int {
+	left, _ := filepath.Glob(filepath.Join(dataDir, restoreScratch+"*"))
+	n := 0
+	for _, p := range left {
+		if os.Remove(p) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 func syncDir(dir string) error {

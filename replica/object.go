@@ -3,7 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"strconv"
@@ -69,11 +69,11 @@ func parseKey(key string) (gen int64, kind string, first, last int64, ok bool) {
 }
 
 // An object's bytes: a format line, the catalog's id and the object's own
-// (16 bytes each; random, they say nothing), its data key wrapped
-// under the master key for (catalog id, object id), then the body sealed
-// with that key as every vCon is. Nothing in it reads without the master
-// key; an object moved under another name, or into another catalog's
-// replica, fails to open.
+// (16 bytes each: the catalog's is random, the object's a hash of its
+// name), its data key wrapped under the master key for (catalog id,
+// object id), then the body sealed with that key as every vCon is. Nothing
+// in it reads without the master key; an object moved under another name,
+// or into another catalog's replica, fails to open.
 var magic = []byte("vcon-server replica 1\n")
 
 type sealer struct {
@@ -84,8 +84,7 @@ type sealer struct {
 // put seals what write writes and stores it create-only under key,
 // returning its size.
 func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (int64, error) {
-	var id ids.ID
-	rand.Read(id[:])
+	id := objectID(key)
 	dk, err := seal.NewDataKey()
 	if err != nil {
 		return 0, err
@@ -146,6 +145,10 @@ func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.
 		rc.Close()
 		return nil, fmt.Errorf("replica: %s belongs to another catalog's replica", key)
 	}
+	if id != objectID(key) {
+		rc.Close()
+		return nil, fmt.Errorf("replica: %s holds an object written under another name", key)
+	}
 	dk, err := s.key.Unwrap(head[len(magic)+32:], s.catalog, id)
 	if err != nil {
 		rc.Close()
@@ -160,6 +163,14 @@ func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.
 		io.Reader
 		io.Closer
 	}{r, rc}, nil
+}
+
+// objectID binds an object to its name.
+func objectID(key string) ids.ID {
+	h := sha256.Sum256([]byte("vcon-server replica object\x00" + key))
+	var id ids.ID
+	copy(id[:], h[:])
+	return id
 }
 
 // objectCatalog reads which catalog's replica the object under key is.

@@ -364,3 +364,34 @@ func TestLagUnderSteadyChanges(t *testing.T) {
 		t.Fatalf("lag %s after steady changes, each replicated within 30 ms", lag)
 	}
 }
+
+func TestObjectBoundToItsName(t *testing.T) {
+	f := newFixture(t)
+	f.add(3)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.add(1)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seg string
+	for k := range f.keys() {
+		if strings.Contains(k, "/seg-") {
+			seg = k
+		}
+	}
+	moved := strings.Replace(seg, "/seg-", "/seg-9", 1)[:len(seg)]
+	rc, err := f.store.Get(f.ctx, seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if err := objstore.Put(f.ctx, f.store, moved, rc, true); err != nil {
+		t.Fatal(err)
+	}
+	s := &sealer{key: f.key, catalog: f.cat.ID}
+	if _, err := s.get(f.ctx, f.store, moved); err == nil || !strings.Contains(err.Error(), "another name") {
+		t.Fatalf("an object copied under another name opened: %v", err)
+	}
+}

@@ -71,7 +71,12 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
-		status, target := h(w, r, k)
+		var status int
+		target := r.PathValue("uuid")
+		s.gated(func(w http.ResponseWriter, r *http.Request) { status, target = h(w, r, k) })(w, r)
+		if status == 0 {
+			status = http.StatusServiceUnavailable // refused: the replica is behind
+		}
 		s.audit(r, k, action, target, status)
 	})
 }
@@ -89,7 +94,7 @@ func (s *Server) operatorRoute(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
-		h(w, r)
+		s.gated(h)(w, r)
 	})
 }
 
@@ -99,7 +104,7 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 	}
 	if id, err := ids.Parse(target); err == nil {
 		target = id.String()
-	} else if !strings.HasPrefix(target, "filters=") {
+	} else if !strings.HasPrefix(target, "filters=") && !strings.HasPrefix(target, "erasure=") {
 		target = "" // a malformed uuid is the caller's text: never record it
 	}
 	err := s.Cat.Audit(context.WithoutCancel(r.Context()), *k.Tenant, catalog.Record{Actor: actor(k), Label: k.Label, Action: action, Target: target, Status: status})

@@ -22,14 +22,17 @@ const (
 	msgReplicaUnsure = "the change is stored on the server but its catalog replica did not take it in time, so it is not acknowledged; retry later: a retried POST answers 409 once it is in"
 )
 
-// replicated wraps the handler of a route that changes the catalog. With
-// max_lag 0 the answer is held until the change is replicated: the
-// handler writes into a buffer, and a 2xx is sent only after Acknowledge.
-func (s *Server) replicated(h http.HandlerFunc) http.HandlerFunc {
-	if s.Replica == nil {
-		return h
-	}
+// gated runs an authenticated route's handler; a request that may change
+// the catalog (any but GET) waits for the replica, after its key was
+// checked. With max_lag 0 the answer is held until the change is
+// replicated: the handler writes into a buffer, and a 2xx is sent only
+// after Acknowledge. A refused request never reaches h.
+func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.Replica == nil || r.Method == http.MethodGet {
+			h(w, r)
+			return
+		}
 		if err := s.Replica.Admit(r.Context()); err != nil {
 			s.Log.Warn("write refused: the catalog's replica is behind", "error", err.Error())
 			replicaUnavailable(w, msgReplicaBehind, s.Replica.MaxLag())

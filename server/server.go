@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
@@ -63,6 +62,9 @@ func (s *Server) routes() []route {
 		tenant("GET /vcons/{uuid}/versions", "read", "versions", s.versions),
 		tenant("GET /vcons", "read", "list", s.list),
 		tenant("DELETE /vcons/{uuid}", "delete", "delete", s.delete),
+		tenant("POST /erasures", "delete", "erasure", s.erase),
+		tenant("GET /erasures/{id}", "delete", "erasure_read", s.erasure),
+		{"GET /.well-known/jwks.json", "", s.jwks},
 
 		operator("POST /admin/tenants", s.createTenant),
 		operator("GET /admin/tenants", s.listTenants),
@@ -85,11 +87,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		h := rt.handler
-		if !strings.HasPrefix(rt.pattern, "GET ") {
-			h = s.replicated(h)
-		}
-		mux.HandleFunc(rt.pattern, h)
+		mux.HandleFunc(rt.pattern, rt.handler)
 	}
 	return s.guard(routeErrors(mux, s.Metrics.instrument(mux, s.Log)))
 }

@@ -43,10 +43,21 @@ func (d *Daemon) degraded() []string {
 	if !d.probe.reachable(d.Archive.Objects, d.Log) {
 		reasons = append(reasons, reasonUnreachable)
 	}
+	if r := d.Replica; r != nil && r.Lag() > max(r.MaxLag(), replicaGrace) {
+		reasons = append(reasons, reasonReplicaBehind)
+	}
 	return reasons
 }
 
-const reasonUnreachable = "the object store cannot be reached"
+const (
+	reasonUnreachable   = "the object store cannot be reached"
+	reasonReplicaBehind = "the catalog's replica is behind more than max_lag"
+)
+
+// replicaGrace is the lag /health tolerates with max_lag 0, whose changes
+// wait for the replica one by one: as long as a write waits for it before
+// it is refused (docs/disaster-recovery.md).
+const replicaGrace = 5 * time.Second
 
 // probeEvery is how often /health asks the object store whether it
 // answers: a load balancer's polls cost one request per interval, not one

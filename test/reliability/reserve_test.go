@@ -174,3 +174,44 @@ func TestHealthStoreUnreachable(t *testing.T) {
 		t.Fatalf("want one WARN each way:\n%s", log)
 	}
 }
+
+// TestHealthReplicaBehind: /health is degraded while the catalog's
+// replica is behind more than max_lag, and ok again once it caught up.
+func TestHealthReplicaBehind(t *testing.T) {
+	p := startProxied(t)
+	e := testenv.New(t, testenv.Options{Storage: p.storageTOML(t, p.srv.NewBucket(t, false), "lag/") + "\n[replica]\nto = \"s3\"\nmax_lag = 1\n"})
+	k := e.NewKey(e.Tenant("acme"), "write")
+	if r := e.Do("GET", "/health", "", nil); r.Status != 200 {
+		t.Fatalf("/health with the replica keeping up: %d %s", r.Status, r.Body)
+	}
+	if err := p.proxy.SetRules(faultproxy.Rule{Method: "PUT", Path: "/replica/", Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	e.Do("POST", "/vcons", k.Token, apitest.NewVcon(ids.NewRandom().String(), "lag", "+15555550100"), "Content-Type", "application/vcon")
+	want := `{"status":"degraded","reasons":["the catalog's replica is behind more than max_lag"]}`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.Do("GET", "/health", "", nil)
+		if r.Status == 503 && strings.TrimSpace(string(r.Body)) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health with the replica's uploads refused: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := p.proxy.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		r := e.Do("GET", "/health", "", nil)
+		if r.Status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health once the replica can upload again: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

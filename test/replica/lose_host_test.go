@@ -3,6 +3,7 @@ package replica
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ const loadFor = 2 * time.Second
 // catalog from the replica and serve starts on it. With max_lag 0 every
 // acknowledged version reads back; with max_lag 1 every version
 // acknowledged more than a second before the kill; and check --deep,
-// with the server stopped, is clean.
+// with the server stopped, is clean. With max_lag 0 the host is lost a
+// second time, under a second load, and restored from the generations the
+// restored server wrote: both loads' versions read back.
 func TestLoseTheHost(t *testing.T) {
 	for _, kind := range s3test.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -34,7 +37,7 @@ func TestLoseTheHost(t *testing.T) {
 						name = "parquet"
 					}
 					t.Run(name+"/max_lag="+itoa(lag), func(t *testing.T) {
-						loseTheHost(t, host{toml: bucketTOML(t, srv, parquet, lag), lag: lag, wipe: wipeDataDir})
+						loseTheHost(t, host{toml: bucketTOML(t, srv, parquet, lag), lag: lag, wipe: wipeDataDir, losses: 2 - lag})
 					})
 				}
 			}
@@ -104,29 +107,79 @@ func wipeCatalog(t *testing.T, e *testenv.Env) {
 }
 
 // host is one server to lose: its [storage] and [replica] tables, its
-// max_lag, the crash point to die at ("": a SIGKILL after loadFor), and
-// what the loss takes.
+// max_lag, the crash point to die at ("": a SIGKILL after loadFor), what
+// the loss takes, and how many times it is lost (1 when 0): each loss
+// after the first restores from the generations the restored server wrote.
 type host struct {
 	toml    string
 	lag     int
 	crashAt string
 	wipe    func(*testing.T, *testenv.Env)
+	losses  int
 }
 
 // loseTheHost runs the load, kills the server, wipes what the host loses,
-// restores, serves and verifies.
+// restores, serves and verifies, as many times as h.losses says; each
+// restore verifies what every earlier load left too.
 func loseTheHost(t *testing.T, h host) {
-	lag, crashAt := h.lag, h.crashAt
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), Storage: h.toml})
 	token := e.NewKey(e.Tenant("acme"), "write", "read", "delete").Token
 	var env []string
-	if crashAt != "" {
-		env = append(env, crashpoint.EnvVar+"="+crashAt)
+	if h.crashAt != "" {
+		env = append(env, crashpoint.EnvVar+"="+h.crashAt)
 	}
 	p := e.StartBinary(env...)
+	type loss struct {
+		run    *loadRun
+		before time.Time // versions acknowledged before it must be found
+	}
+	var losses []loss
+	for n := range max(h.losses, 1) {
+		run, killed := loadAndKill(t, e, p, token, h.crashAt)
+		h.crashAt = "" // the servers started after a restore run to the end
+		h.wipe(t, e)
+		began := time.Now()
+		t.Logf("restore: %s", e.CLI("restore"))
+		restoreTook := time.Since(began)
+		if n == 0 {
+			out, errOut, code := e.TryCLI("restore")
+			if code == 0 || !strings.Contains(errOut, filepath.Join(e.Config.DataDir, "catalog.db")) {
+				t.Errorf("a second restore over the restored catalog: exit %d, want a refusal naming the catalog\n%s\n%s", code, out, errOut)
+			}
+		}
+		p = e.StartBinary()
+		before := killed
+		if h.lag > 0 {
+			before = killed.Add(-time.Duration(h.lag) * time.Second)
+		}
+		losses = append(losses, loss{run, before})
+		for i, l := range losses {
+			required := l.run.verify(t, e, token, l.before)
+			if i == n {
+				t.Logf("loss %d: %d uuids, %d versions and %d DELETEs acknowledged, %d versions acknowledged before %s and found; restore took %s",
+					n+1, len(run.byUUID), run.acked, run.deleted, required, before.Format("15:04:05.000"), restoreTook.Round(time.Millisecond))
+				if h.lag > 0 && required == 0 {
+					t.Errorf("no version was acknowledged more than max_lag before the kill: the run proved little")
+				}
+			}
+		}
+		if t.Failed() {
+			break
+		}
+	}
+	p.Stop()
+	checkDeep(t, e)
+	if t.Failed() {
+		serveLog(t, e)
+	}
+}
+
+// loadAndKill runs the store load against the server p until it dies at
+// crashAt, or for loadFor and then a SIGKILL; it returns what the load
+// sent and when the server died.
+func loadAndKill(t *testing.T, e *testenv.Env, p *testenv.Proc, token, crashAt string) (*loadRun, time.Time) {
 	ended := make(chan time.Time, 1)
 	go func() { p.Wait(); ended <- time.Now() }()
-
 	stop := make(chan struct{})
 	done := make(chan *loadRun)
 	go func() { done <- storeLoad(t, e, 8, stop, token) }()
@@ -154,25 +207,5 @@ func loseTheHost(t *testing.T, h host) {
 		serveLog(t, e)
 		t.Fatalf("%d versions acknowledged in %s: the load proved little", run.acked, loadFor)
 	}
-
-	h.wipe(t, e)
-	began := time.Now()
-	t.Logf("restore: %s", e.CLI("restore"))
-	restoreTook := time.Since(began)
-	p = e.StartBinary()
-	before := killed
-	if lag > 0 {
-		before = killed.Add(-time.Duration(lag) * time.Second)
-	}
-	required := run.verify(t, e, token, before)
-	t.Logf("%d uuids, %d versions and %d DELETEs acknowledged, %d versions acknowledged before %s and found; restore took %s",
-		len(run.byUUID), run.acked, run.deleted, required, before.Format("15:04:05.000"), restoreTook.Round(time.Millisecond))
-	if lag > 0 && required == 0 {
-		t.Errorf("no version was acknowledged more than max_lag before the kill: the run proved little")
-	}
-	p.Stop()
-	checkDeep(t, e)
-	if t.Failed() {
-		serveLog(t, e)
-	}
+	return run, killed
 }

@@ -273,7 +273,7 @@ func (d *Daemon) Sweep(ctx context.Context) {
 // (docs/parquet-storage.md: "pack run files=<n> versions=<n> failed=<n>").
 func (d *Daemon) PackRun(ctx context.Context) {
 	p := d.Archive.Packer()
-	if p == nil {
+	if p == nil || !d.roomFor("pack run") {
 		return
 	}
 	d.packMu.Lock()
@@ -293,7 +293,7 @@ func (d *Daemon) PackRun(ctx context.Context) {
 // IndexSearch builds the search indexes that are not built yet, a batch
 // at a time, until none is left or the server stops.
 func (d *Daemon) IndexSearch(ctx context.Context) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && d.roomFor("search indexing") {
 		n, err := d.Archive.IndexBacklog(ctx, 500)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -36,6 +36,20 @@ func spareStore(cfg *config.Config, s objstore.Store) objstore.Store {
 	return diskspace.Spare(s, cfg.DataDir, archive.PurgeWrite)
 }
 
+// roomFor reports whether background work that grows the data directory
+// (a pack run's local copies, search tokens in the catalog) may run: not
+// while the disk is below min_free, where it would take the room that
+// stores are refused to keep, and at last the reserve, which is for the
+// writes that free space (internal/reserve).
+func (d *Daemon) roomFor(what string) bool {
+	if !d.Disk.Low() {
+		return true
+	}
+	// The crossing's WARN said so once; this runs every few seconds.
+	d.Log.Debug("paused while the disk is below min_free", "work", what)
+	return false
+}
+
 // degraded is what GET /health reports: the states an operator must act
 // on now.
 func (d *Daemon) degraded() []string {

@@ -99,3 +99,52 @@ func TestDiskLow(t *testing.T) {
 		t.Errorf("want one WARN each way:\n%s", log)
 	}
 }
+
+// TestDiskLowPausesIndexing: the background search indexing, which adds
+// rows to the catalog, waits while the disk is below min_free and goes on
+// once it is not.
+func TestDiskLowPausesIndexing(t *testing.T) {
+	var mu sync.Mutex
+	free := uint64(10 << 30)
+	old := reserve.Statfs
+	t.Cleanup(func() { reserve.Statfs = old })
+	reserve.Statfs = func(string) (uint64, uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return free, 20 << 30, nil
+	}
+	e := testenv.New(t, testenv.Options{})
+	tenant := e.Tenant("acme")
+	k := e.NewKey(tenant, "write", "read")
+	ops := e.OperatorKey()
+	for i := 0; i < 3; i++ {
+		if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(ids.NewRandom().String(), "indexed", "+15555550100"), "Content-Type", "application/vcon"); r.Status != 201 {
+			t.Fatalf("store: %d %s", r.Status, r.Body)
+		}
+	}
+	mu.Lock()
+	free = 10 << 20
+	mu.Unlock()
+	if r := e.Do("PUT", "/admin/tenants/"+tenant+"/search", ops.Token, []byte(`{"search":"parties"}`), "Content-Type", "application/json"); r.Status != 200 {
+		t.Fatalf("search on below min_free: %d %s", r.Status, r.Body)
+	}
+	complete := func() bool {
+		var got struct{ Complete bool }
+		e.Do("GET", "/vcons?tel=%2B15555550100", k.Token, nil).JSON(t, &got)
+		return got.Complete
+	}
+	time.Sleep(5 * time.Second) // two of the indexer's rounds
+	if complete() {
+		t.Fatal("the search index was built while the disk was below min_free")
+	}
+	mu.Lock()
+	free = 10 << 30
+	mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for !complete() {
+		if time.Now().After(deadline) {
+			t.Fatal("the search index was not built once the disk had room")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -54,10 +54,10 @@ type Replica struct {
 	cfg Config
 	s   sealer
 
-	mu       sync.Mutex // one replica step at a time in this process; the lock file across processes
+	turn     chan struct{} // one replica step at a time in this process (a token, so a wait can end with its context); the lock file across processes
 	forgets  atomic.Int64
-	forgot   int64  // forget requests a finished rollover covers (under mu)
-	schema   string // the catalog's schema fingerprint, read once (under mu)
+	forgot   int64  // forget requests a finished rollover covers (in turn)
+	schema   string // the catalog's schema fingerprint, read once (in turn)
 	wake     chan struct{}
 	progress chan struct{} // closed and replaced whenever a step ends
 
@@ -87,7 +87,7 @@ func New(cfg Config) *Replica {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), wake: make(chan struct{}, 1), progress: make(chan struct{})}
 }
 
 // String names the target for operators.
@@ -165,12 +165,18 @@ func (r *Replica) saveState(ctx context.Context, st *state, trim int64) error {
 	return nil
 }
 
-// lock takes this process's mutex and the data directory's lock file.
+// lock takes this process's turn and the data directory's lock file, or
+// gives up when ctx ends: a write with max_lag 0 waits for a step held up
+// by a slow target or a long rollover no longer than its own deadline.
 func (r *Replica) lock(ctx context.Context) (func(), error) {
-	r.mu.Lock()
+	select {
+	case r.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	f, err := os.OpenFile(filepath.Join(r.cfg.DataDir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		r.mu.Unlock()
+		<-r.turn
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	for {
@@ -180,13 +186,13 @@ func (r *Replica) lock(ctx context.Context) (func(), error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			r.mu.Unlock()
+			<-r.turn
 			return nil, fmt.Errorf("replica: lock %s: %w", LockName, err)
 		}
 		select {
 		case <-ctx.Done():
 			f.Close()
-			r.mu.Unlock()
+			<-r.turn
 			return nil, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -195,7 +201,7 @@ func (r *Replica) lock(ctx context.Context) (func(), error) {
 		f.Close()
 		close(r.progress)
 		r.progress = make(chan struct{})
-		r.mu.Unlock()
+		<-r.turn
 	}, nil
 }
 

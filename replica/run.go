@@ -107,6 +107,10 @@ func (r *Replica) Admit(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(admitWait)
 	for {
+		// Run measures only around its steps: one held up by a slow
+		// target, or waiting for a purge's rollover to release the lock,
+		// must not hide the changes that wait meanwhile.
+		r.measure(ctx)
 		lag := r.Lag()
 		if lag <= r.cfg.MaxLag {
 			return nil

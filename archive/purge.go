@@ -362,5 +362,10 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 		}
 		after = next
 	}
+	// An erasure whose purges a crash or a failure cut off is recorded
+	// done, with its receipt, once they are (docs/erasure.md).
+	if err := a.FinishErasures(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return done, errors.Join(errs...)
 }

@@ -80,6 +80,10 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 			}
 			after = page[len(page)-1].id
 		}
+		// The receipts' signing keys are wrapped as data keys are.
+		if err := tx.rewrapSigningKeys(rewrap); err != nil {
+			return err
+		}
 		if err := tx.SetMeta("key_check", newCheck); err != nil {
 			return fmt.Errorf("catalog: rotate: %w", err)
 		}

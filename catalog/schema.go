@@ -196,4 +196,45 @@ CREATE TABLE webhook_events (
 CREATE INDEX webhook_events_by_vcon ON webhook_events (tenant, uuid, id);
 CREATE INDEX webhook_events_due ON webhook_events (failed, next_at);
 `,
+
+	// 6: erasures for a data subject (docs/erasure.md, docs/FORMAT.md
+	// "Erasure"): the receipts' signing keys, each Ed25519 seed wrapped
+	// under the master key as a data key is, with the catalog id and the
+	// key's id in the place of the tenant and version ids; each erasure
+	// with its outcome and receipt (no filter value, only its kind); and
+	// the uuids it erased or found held.
+	`
+CREATE TABLE signing_keys (
+	kid        TEXT PRIMARY KEY,
+	id         BLOB NOT NULL UNIQUE,
+	public     BLOB NOT NULL,
+	wrapped    BLOB NOT NULL,
+	created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE erasures (
+	id           BLOB PRIMARY KEY,
+	tenant       BLOB NOT NULL REFERENCES tenants(id),
+	kind         TEXT NOT NULL,
+	actor        TEXT NOT NULL,
+	label        TEXT NOT NULL,
+	requested_at INTEGER NOT NULL,
+	unsearchable INTEGER NOT NULL,
+	done_at      INTEGER,
+	error        TEXT,
+	receipt      TEXT
+) WITHOUT ROWID;
+CREATE INDEX erasures_running ON erasures (id) WHERE done_at IS NULL;
+
+CREATE TABLE erased (
+	erasure  BLOB NOT NULL REFERENCES erasures(id),
+	tenant   BLOB NOT NULL,
+	uuid     BLOB NOT NULL,
+	versions INTEGER NOT NULL,
+	whole    INTEGER NOT NULL,
+	held     INTEGER NOT NULL,
+	PRIMARY KEY (erasure, uuid)
+) WITHOUT ROWID;
+CREATE INDEX erased_whole ON erased (tenant, uuid) WHERE whole = 1;
+`,
 }

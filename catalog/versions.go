@@ -103,6 +103,9 @@ const (
 // version it replaces. It reports whether one was replaced. v.WrappedKey is
 // persisted here for the first time (invariant 2).
 func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error) {
+	if err := tx.refuseErased(v.Tenant, v.UUID); err != nil {
+		return false, err
+	}
 	var cur []byte
 	err = tx.queryRow(`SELECT current FROM vcons WHERE tenant = ? AND uuid = ?`, v.Tenant[:], v.UUID[:]).Scan(&cur)
 	switch {

@@ -130,6 +130,12 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	} else if n > 0 {
 		log.Info("search indexes made under another master key will be built again", "tenants", n)
 	}
+	// A catalog made before erasures has no receipt signing key yet.
+	if made, err := archive.EnsureSigningKey(ctx, cat, mk); err != nil {
+		return nil, err
+	} else if made {
+		log.Info("made the signing key of erasure receipts")
+	}
 	// Every version id made from here on is of this process: only older
 	// objects can be orphans (the background look below).
 	d.started = now()

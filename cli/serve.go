@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/replica"
@@ -81,6 +82,9 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 		return err
 	} else if string(check) != string(mk.CheckValue()) {
 		return fmt.Errorf("the master key %s does not open the catalog already in %s; use the key file init made for it", cfg.MasterKey, cfg.DataDir)
+	}
+	if _, err := archive.EnsureSigningKey(e.ctx, cat, mk); err != nil {
+		return err
 	}
 	madeCert, err := selfSignedIfAbsent(cfg)
 	if err != nil {

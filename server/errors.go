@@ -16,6 +16,7 @@ import (
 func statusOf(err error) (int, string) {
 	var invalid *vcon.InvalidError
 	var tooBig *http.MaxBytesError
+	var tooMany *catalog.TooManyError
 	switch {
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, "not a vCon this server can keep: " + invalid.Reason
@@ -25,6 +26,16 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, archive.ErrUUIDMismatch.Error()
 	case errors.Is(err, catalog.ErrExists):
 		return http.StatusConflict, "a vCon with this uuid is already stored; PUT /vcons/{uuid} stores a new version of it"
+	case errors.Is(err, catalog.ErrErased):
+		return http.StatusGone, msgErased
+	case errors.Is(err, catalog.ErrSearchOff):
+		return http.StatusConflict, msgEraseSearchOff
+	case errors.Is(err, catalog.ErrIndexIncomplete):
+		return http.StatusConflict, msgEraseIndexBuilding
+	case errors.As(err, &tooMany):
+		return http.StatusUnprocessableEntity, msgEraseTooMany(tooMany)
+	case errors.Is(err, archive.ErrEraseNothing):
+		return http.StatusBadRequest, msgEraseNothing
 	case errors.Is(err, catalog.ErrHeld):
 		return http.StatusConflict, "the vCon is under legal hold; an operator must release the hold before it can be deleted"
 	case errors.Is(err, archive.ErrNotFound), errors.Is(err, catalog.ErrNotFound):

@@ -17,6 +17,10 @@ const (
 	PurgeAfterDelete    = "purge-after-delete"    // bytes deleted, purge not recorded done
 	RotateBeforeCommit  = "rotate-before-commit"  // every data key re-wrapped in the open transaction, not committed
 
+	// Erasure (docs/erasure.md); between these two, the purge points above.
+	EraseAfterKeys   = "erase-after-keys"   // the erasure recorded, its vCons hidden and its keys destroyed, not checkpointed
+	EraseAfterPurges = "erase-after-purges" // every purge of the erasure done, the erasure not yet recorded done
+
 	// Parquet storage (docs/parquet-storage.md).
 	PackAfterPut       = "pack-after-put"       // new pack file PUT, catalog row still pending
 	PackAfterCommit    = "pack-after-commit"    // versions moved to the file, manifest and objects not yet

@@ -38,6 +38,8 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.PurgeAfterTombstone:  crashPurge,
 	crashpoint.PurgeAfterDelete:     crashPurge,
 	crashpoint.RotateBeforeCommit:   crashRotate,
+	crashpoint.EraseAfterKeys:       crashErase,
+	crashpoint.EraseAfterPurges:     crashErase,
 	crashpoint.PackAfterPut:         crashPackRun,
 	crashpoint.PackAfterCommit:      crashPackRun,
 	crashpoint.PackAfterDeletes:     crashPackRun,

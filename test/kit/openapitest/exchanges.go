@@ -161,6 +161,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 
 	vcons(r, writer, reader, deleter, ops, tenant)
 	admin(r, ops, tenant)
+	erasures(r, writer, deleter, ops, tenant)
 
 	// The same server with its data directory's disk below min_free.
 	s.Disk, s.Degraded = lowDisk{}, func() []string { return []string{"the data directory's disk has less free space than min_free"} }
@@ -184,6 +185,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	s.Replica = behindReplica{maxLag: time.Second}
 	r.h = s.Handler()
 	replicaBehind(r, writer, deleter, ops, tenant)
+	r.expect(503, "an erasure while the replica is behind", true, "POST", "/erasures", deleter, []byte(`{"uuids":["`+ids.NewRandom().String()+`"]}`), "Content-Type", "application/json")
 	s.Replica = behindReplica{}
 	r.h = s.Handler()
 	fresh = ids.NewRandom().String()

@@ -1,0 +1,446 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vcon-server/vcon-server/ids"
+)
+
+// Erasures for a data subject (docs/erasure.md; docs/FORMAT.md,
+// "Erasure"). One transaction chooses what an erasure takes, hides it and
+// destroys its keys, records the erasure and its uuids; the purges then
+// go on as every purge does, and a last transaction records the erasure
+// done with its receipt once no version it took is left.
+
+var (
+	// ErrErased is returned by a store of a uuid an erasure took whole.
+	ErrErased = errors.New("catalog: the vCon was erased")
+	// ErrSearchOff is returned by an erasure by party of a tenant whose
+	// search is off.
+	ErrSearchOff = errors.New("catalog: the tenant's search is off")
+	// ErrIndexIncomplete is returned by an erasure by party while the
+	// tenant's search index is not built: it would erase less than it
+	// claims.
+	ErrIndexIncomplete = errors.New("catalog: the tenant's search index is not built yet")
+)
+
+// TooManyError refuses an erasure that matches more vCons than its bound,
+// before anything changed.
+type TooManyError struct{ Matched, Limit int }
+
+func (e *TooManyError) Error() string {
+	return fmt.Sprintf("catalog: the erasure matches %d vCons, more than %d", e.Matched, e.Limit)
+}
+
+// Erasure is one erasure and what it took.
+type Erasure struct {
+	ID           ids.ID
+	Tenant       ids.ID
+	Kind         string // tel, mailto, name or uuids; never the value
+	Actor        string
+	Label        string
+	RequestedAt  time.Time
+	Unsearchable int
+	DoneAt       *time.Time
+	Error        string // why its purges wait, while not done
+	Receipt      string
+	Items        []Erased // in uuid order
+}
+
+// Erased is one uuid an erasure took, or found held.
+type Erased struct {
+	UUID     ids.ID
+	Versions int  // versions whose key this erasure destroyed
+	Whole    bool // nothing of the vCon is kept: a later store of it is refused
+	Held     bool // under legal hold: nothing of it changed
+}
+
+// EraseRequest says what an erasure takes: the vCons whose versions hold
+// Token in the tenant's index, or the uuids given.
+type EraseRequest struct {
+	ID, Tenant   ids.ID
+	Kind         string
+	Actor, Label string
+	Token        *[16]byte
+	UUIDs        []ids.ID
+	Limit        int // vCons at most; more is a TooManyError
+}
+
+// Erase is an erasure's first step, in one transaction: choose the
+// versions, hide the vCons taken whole, destroy the keys of every version
+// taken whatever the retention (a hold still wins: a held vCon is listed
+// and left as it is), count the purge, and record the erasure and its
+// uuids. It returns the erasure and the versions whose key it destroyed.
+func (tx *Tx) Erase(r EraseRequest) (Erasure, []Version, error) {
+	e := Erasure{ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label, RequestedAt: tx.now}
+	matched := map[ids.ID]map[ids.ID]bool{} // uuid → versions holding the token
+	if r.Token != nil {
+		t, err := tx.Tenant(r.Tenant)
+		if err != nil {
+			return e, nil, err
+		}
+		if t.Search == SearchOff {
+			return e, nil, ErrSearchOff
+		}
+		if !tx.searchBuilt(r.Tenant) {
+			return e, nil, ErrIndexIncomplete
+		}
+		rows, err := tx.query(`SELECT uuid, version FROM search_tokens WHERE tenant = ? AND token = ? ORDER BY uuid`, r.Tenant[:], r.Token[:])
+		if err != nil {
+			return e, nil, err
+		}
+		for rows.Next() {
+			var u, v []byte
+			if err := rows.Scan(&u, &v); err != nil {
+				rows.Close()
+				return e, nil, err
+			}
+			uuid, version := ids.ID(u), ids.ID(v)
+			if matched[uuid] == nil {
+				matched[uuid] = map[ids.ID]bool{}
+			}
+			matched[uuid][version] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return e, nil, err
+		}
+		if err := tx.queryRow(`SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
+			r.Tenant[:], string(FormEncrypted)).Scan(&e.Unsearchable); err != nil {
+			return e, nil, err
+		}
+	} else {
+		for _, u := range r.UUIDs {
+			matched[u] = nil // the whole vCon
+		}
+	}
+	if len(matched) > r.Limit {
+		return e, nil, &TooManyError{Matched: len(matched), Limit: r.Limit}
+	}
+	uuids := make([]ids.ID, 0, len(matched))
+	for u := range matched {
+		uuids = append(uuids, u)
+	}
+	sort.Slice(uuids, func(i, j int) bool { return string(uuids[i][:]) < string(uuids[j][:]) })
+	var destroyed []Version
+	for _, u := range uuids {
+		item, took, err := tx.eraseOne(r.Tenant, u, matched[u], r.Token == nil)
+		if err != nil {
+			return e, nil, err
+		}
+		if item == nil {
+			continue
+		}
+		e.Items = append(e.Items, *item)
+		destroyed = append(destroyed, took...)
+	}
+	if len(destroyed) > 0 {
+		if _, err := tx.CountPurge(); err != nil {
+			return e, nil, err
+		}
+	}
+	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable); err != nil {
+		return e, nil, err
+	}
+	for _, it := range e.Items {
+		if _, err := tx.exec(`INSERT INTO erased(erasure, tenant, uuid, versions, whole, held) VALUES (?, ?, ?, ?, ?, ?)`,
+			e.ID[:], e.Tenant[:], it.UUID[:], it.Versions, it.Whole, it.Held); err != nil {
+			return e, nil, err
+		}
+	}
+	for _, v := range destroyed {
+		// Each purge is in the tenant's log as a sweep's is, labelled
+		// with what overrode the retention.
+		if err := tx.Audit(v.Tenant, Record{Actor: e.Actor, Label: "erasure", Action: "purge", Target: v.UUID.String(), Status: 200}); err != nil {
+			return e, nil, err
+		}
+	}
+	return e, destroyed, nil
+}
+
+// eraseOne takes what an erasure takes of one vCon: all of it when
+// matched is nil (a uuids erasure), when its current version is matched,
+// or when it has none and every kept version is matched; else the matched
+// versions only, which are hidden ones. It returns nil for a vCon a
+// party erasure finds nothing of.
+func (tx *Tx) eraseOne(tenant, uuid ids.ID, matched map[ids.ID]bool, byUUID bool) (*Erased, []Version, error) {
+	item := &Erased{UUID: uuid}
+	var cur []byte
+	var held bool
+	err := tx.queryRow(`SELECT current, held FROM vcons WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]).Scan(&cur, &held)
+	if errors.Is(err, sql.ErrNoRows) {
+		if !byUUID {
+			return nil, nil, nil
+		}
+		item.Whole = true // nothing stored: a later store is refused all the same
+		return item, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if held {
+		item.Held = true
+		return item, nil, nil
+	}
+	kept, err := tx.idsOf(`SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND purge = 0`, tenant[:], uuid[:])
+	if err != nil {
+		return nil, nil, err
+	}
+	item.Whole = byUUID || (cur != nil && matched[ids.ID(cur)])
+	if cur == nil && !byUUID {
+		item.Whole = true
+		for _, id := range kept {
+			item.Whole = item.Whole && matched[id]
+		}
+	}
+	take := kept
+	if item.Whole {
+		if _, err := tx.exec(`UPDATE versions SET hidden_at = ? WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, nanos(tx.now), tenant[:], uuid[:]); err != nil {
+			return nil, nil, err
+		}
+		if _, err := tx.exec(`UPDATE vcons SET current = NULL WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		take = nil
+		for _, id := range kept {
+			if matched[id] {
+				take = append(take, id)
+			}
+		}
+	}
+	took, err := tx.eraseKeys(take)
+	if err != nil {
+		return nil, nil, err
+	}
+	item.Versions = len(took)
+	if !item.Whole && item.Versions == 0 {
+		return nil, nil, nil
+	}
+	return item, took, nil
+}
+
+// eraseKeys is DestroyKeys without the retention: an erasure overrides
+// it. The version must still be hidden and its vCon not held, as every
+// purge's key transaction checks (docs/FORMAT.md, invariant 4).
+func (tx *Tx) eraseKeys(versions []ids.ID) ([]Version, error) {
+	var out []Version
+	for _, id := range versions {
+		v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v
+			JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+			WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0`, id[:]))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, id[:]); err != nil {
+			return nil, err
+		}
+		if err := tx.dropTokens(id); err != nil {
+			return nil, err
+		}
+		v.WrappedKey, v.Purge = nil, KeyDestroyed
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (tx *Tx) searchBuilt(tenant ids.ID) bool {
+	var built bool
+	err := tx.queryRow(`SELECT search_built FROM tenants WHERE id = ?`, tenant[:]).Scan(&built)
+	return err == nil && built
+}
+
+func (tx *Tx) idsOf(q string, args ...any) ([]ids.ID, error) {
+	rows, err := tx.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ids.ID
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, ids.ID(b))
+	}
+	return out, rows.Err()
+}
+
+// refuseErased is ErrErased when an erasure took the vCon whole: a
+// recorder's retry must not bring it back (docs/erasure.md).
+func (tx *Tx) refuseErased(tenant, uuid ids.ID) error {
+	var n int
+	err := tx.queryRow(`SELECT count(*) FROM erased INDEXED BY erased_whole WHERE tenant = ? AND uuid = ? AND whole = 1`, tenant[:], uuid[:]).Scan(&n)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return ErrErased
+	}
+	return nil
+}
+
+// ErasurePurging lists the versions an unfinished erasure waits for: those
+// of its uuids whose key is destroyed and whose bytes may remain.
+func (c *Catalog) ErasurePurging(ctx context.Context, id ids.ID) ([]Version, error) {
+	return c.versions(ctx, `SELECT `+versionCols+` FROM erased e
+		CROSS JOIN versions v INDEXED BY versions_by_uuid ON v.tenant = e.tenant AND v.uuid = e.uuid
+		WHERE e.erasure = ? AND e.held = 0 AND v.purge = ? ORDER BY v.id`, false, id[:], KeyDestroyed)
+}
+
+// RunningErasures lists the erasures not recorded done, oldest first.
+func (c *Catalog) RunningErasures(ctx context.Context) ([]ids.ID, error) {
+	return c.idList(ctx, `SELECT id FROM erasures INDEXED BY erasures_running WHERE done_at IS NULL ORDER BY id`)
+}
+
+// Erasure reads one erasure of a tenant with its uuids; ErrNotFound when
+// the tenant has none of that id.
+func (c *Catalog) Erasure(ctx context.Context, tenant, id ids.ID) (Erasure, error) {
+	e := Erasure{ID: id, Tenant: tenant}
+	var req int64
+	var done sql.NullInt64
+	var errText, receipt sql.NullString
+	err := c.db.QueryRowContext(ctx, `SELECT kind, actor, label, requested_at, unsearchable, done_at, error, receipt
+		FROM erasures WHERE id = ? AND tenant = ?`, id[:], tenant[:]).Scan(&e.Kind, &e.Actor, &e.Label, &req, &e.Unsearchable, &done, &errText, &receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, ErrNotFound
+	}
+	if err != nil {
+		return e, fmt.Errorf("catalog: read erasure: %w", err)
+	}
+	e.RequestedAt, e.DoneAt, e.Error, e.Receipt = fromNanos(req), nullTime(done), errText.String, receipt.String
+	rows, err := c.db.QueryContext(ctx, `SELECT uuid, versions, whole, held FROM erased WHERE erasure = ? ORDER BY uuid`, id[:])
+	if err != nil {
+		return e, fmt.Errorf("catalog: read erasure: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var it Erased
+		var u []byte
+		if err := rows.Scan(&u, &it.Versions, &it.Whole, &it.Held); err != nil {
+			return e, err
+		}
+		it.UUID = ids.ID(u)
+		e.Items = append(e.Items, it)
+	}
+	return e, rows.Err()
+}
+
+// ErasureTenant is the tenant of an erasure, for one the caller knows by
+// id only (the finish at start).
+func (c *Catalog) ErasureTenant(ctx context.Context, id ids.ID) (ids.ID, error) {
+	var b []byte
+	err := c.db.QueryRowContext(ctx, `SELECT tenant FROM erasures WHERE id = ?`, id[:]).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ids.ID{}, ErrNotFound
+	}
+	return ids.ID(b), err
+}
+
+// FinishErasure records an erasure done with its receipt, and the audit
+// record that counts it, once no version it took is left; false when it
+// was recorded done already, or a version still waits.
+func (tx *Tx) FinishErasure(id ids.ID, doneAt time.Time, receipt string, audit Record, tenant ids.ID) (bool, error) {
+	res, err := tx.exec(`UPDATE erasures SET done_at = ?, receipt = ?, error = NULL WHERE id = ? AND done_at IS NULL
+		AND NOT EXISTS (SELECT 1 FROM erased e CROSS JOIN versions v INDEXED BY versions_by_uuid ON v.tenant = e.tenant AND v.uuid = e.uuid
+			WHERE e.erasure = ? AND e.held = 0 AND v.purge = ?)`, nanos(doneAt), receipt, id[:], id[:], KeyDestroyed)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	return true, tx.Audit(tenant, audit)
+}
+
+// SetErasureError records why an erasure's purges wait ("" clears it).
+func (c *Catalog) SetErasureError(ctx context.Context, id ids.ID, msg string) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`UPDATE erasures SET error = ? WHERE id = ? AND done_at IS NULL`, nullString(msg), id[:])
+		return err
+	})
+}
+
+// SigningKey is a receipt signing key: its public key in the clear, its
+// Ed25519 seed wrapped under the master key as a data key is, with the
+// catalog id and ID in the place of the tenant and version ids.
+type SigningKey struct {
+	KID       string
+	ID        ids.ID
+	Public    []byte
+	Wrapped   []byte
+	CreatedAt time.Time
+}
+
+// SigningKeys lists the receipt signing keys, oldest first.
+func (c *Catalog) SigningKeys(ctx context.Context) ([]SigningKey, error) {
+	return queryAll(ctx, c, "signing keys", func(row interface{ Scan(...any) error }) (SigningKey, error) {
+		var k SigningKey
+		var id []byte
+		var at int64
+		err := row.Scan(&k.KID, &id, &k.Public, &k.Wrapped, &at)
+		k.ID, k.CreatedAt = ids.ID(id), fromNanos(at)
+		return k, err
+	}, `SELECT kid, id, public, wrapped, created_at FROM signing_keys ORDER BY created_at, kid`)
+}
+
+// AddSigningKey records a signing key unless one exists already; it
+// reports whether it added k (two first starts racing keep one key).
+func (tx *Tx) AddSigningKey(k SigningKey) (bool, error) {
+	var n int
+	if err := tx.queryRow(`SELECT count(*) FROM signing_keys`).Scan(&n); err != nil || n > 0 {
+		return false, err
+	}
+	_, err := tx.exec(`INSERT INTO signing_keys(kid, id, public, wrapped, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.KID, k.ID[:], k.Public, k.Wrapped, nanos(tx.now))
+	return err == nil, err
+}
+
+// rewrapSigningKeys moves the signing keys to a new master key, inside
+// the rotation's transaction, as RotateKeys does every data key.
+func (tx *Tx) rewrapSigningKeys(rewrap Rewrap) error {
+	var cat []byte
+	if err := tx.queryRow(`SELECT value FROM meta WHERE key = 'catalog_id'`).Scan(&cat); err != nil {
+		return fmt.Errorf("catalog: rotate: read catalog id: %w", err)
+	}
+	rows, err := tx.query(`SELECT id, wrapped FROM signing_keys`)
+	if err != nil {
+		return fmt.Errorf("catalog: rotate: read signing keys: %w", err)
+	}
+	type row struct {
+		id      ids.ID
+		wrapped []byte
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		var id []byte
+		if err := rows.Scan(&id, &r.wrapped); err != nil {
+			rows.Close()
+			return err
+		}
+		r.id = ids.ID(id)
+		all = append(all, r)
+	}
+	rows.Close()
+	for _, r := range all {
+		w, err := rewrap(ids.ID(cat), r.id, r.wrapped)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.exec(`UPDATE signing_keys SET wrapped = ? WHERE id = ?`, w, r.id[:]); err != nil {
+			return fmt.Errorf("catalog: rotate: write signing key: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package receipt signs and checks the receipt of an erasure
+// (docs/erasure.md): a JWS in compact serialization (RFC 7515), alg
+// EdDSA with an Ed25519 key (RFC 8037), whose header names the key by kid,
+// the key's JWK thumbprint (RFC 7638). Anyone holding the public keys,
+// served as a JWK set, checks a receipt with any JOSE library, or with
+// openssl; nothing of this server is needed.
+package receipt
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Payload is what a receipt says: the erasure, its tenant, when it was
+// asked and done, the kind of its filter (tel, mailto, name or uuids:
+// never the value), and what it erased or found held.
+type Payload struct {
+	Erasure      string   `json:"erasure"`
+	Tenant       string   `json:"tenant"`
+	RequestedAt  string   `json:"requested_at"`
+	DoneAt       string   `json:"done_at"`
+	Filter       string   `json:"filter"`
+	Erased       []Item   `json:"erased"`
+	Held         []string `json:"held"`
+	Unsearchable int      `json:"unsearchable"`
+}
+
+// Item is one vCon an erasure took: versions erased, and whether nothing
+// of it is kept (false: a current version that does not name the party
+// stays).
+type Item struct {
+	UUID     string `json:"uuid"`
+	Versions int    `json:"versions"`
+	Whole    bool   `json:"whole"`
+}
+
+// JWK is an Ed25519 public key as RFC 8037 writes it.
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+}
+
+// Set is a JWK set (RFC 7517, section 5), as GET /.well-known/jwks.json
+// serves it.
+type Set struct {
+	Keys []JWK `json:"keys"`
+}
+
+var b64 = base64.RawURLEncoding
+
+// KeyID is the key's JWK thumbprint (RFC 7638): SHA-256 of its required
+// members in lexicographic order, base64url.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256([]byte(`{"crv":"Ed25519","kty":"OKP","x":"` + b64.EncodeToString(pub) + `"}`))
+	return b64.EncodeToString(sum[:])
+}
+
+// PublicJWK is pub as a JWK.
+func PublicJWK(pub ed25519.PublicKey) JWK {
+	return JWK{Kty: "OKP", Crv: "Ed25519", X: b64.EncodeToString(pub), Kid: KeyID(pub), Alg: "EdDSA", Use: "sig"}
+}
+
+type header struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ,omitempty"`
+}
+
+// Type is the receipt's typ header.
+const Type = "vcon-erasure-receipt+jws"
+
+// Sign makes the compact JWS of p under key.
+func Sign(key ed25519.PrivateKey, p Payload) (string, error) {
+	pub := key.Public().(ed25519.PublicKey)
+	h, err := json.Marshal(header{Alg: "EdDSA", Kid: KeyID(pub), Typ: Type})
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	input := b64.EncodeToString(h) + "." + b64.EncodeToString(body)
+	return input + "." + b64.EncodeToString(ed25519.Sign(key, []byte(input))), nil
+}
+
+// ErrInvalid is wrapped by every refusal of Verify.
+var ErrInvalid = errors.New("receipt: not valid")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// Verify checks a compact JWS against the keys of set and returns its
+// payload. It refuses anything but alg EdDSA with a kid that names an
+// Ed25519 key of the set, and a payload that is not a receipt.
+func Verify(token string, set Set) (Payload, string, error) {
+	var p Payload
+	parts := strings.Split(strings.TrimSpace(token), ".")
+	if len(parts) != 3 {
+		return p, "", invalid("a compact JWS has three parts separated by dots, this has %d", len(parts))
+	}
+	hb, err := b64.DecodeString(parts[0])
+	if err != nil {
+		return p, "", invalid("the header is not base64url")
+	}
+	var h header
+	if err := strictJSON(hb, &h); err != nil {
+		return p, "", invalid("the header is not a JSON object: %v", err)
+	}
+	if h.Alg != "EdDSA" {
+		return p, "", invalid("alg is %q, not EdDSA", h.Alg)
+	}
+	var key *JWK
+	for i, k := range set.Keys {
+		if k.Kid == h.Kid {
+			key = &set.Keys[i]
+		}
+	}
+	if h.Kid == "" || key == nil {
+		return p, h.Kid, invalid("kid %q names no key of the key set", h.Kid)
+	}
+	pub, err := b64.DecodeString(key.X)
+	if key.Kty != "OKP" || key.Crv != "Ed25519" || err != nil || len(pub) != ed25519.PublicKeySize {
+		return p, h.Kid, invalid("the key %q is not an Ed25519 public key", h.Kid)
+	}
+	sig, err := b64.DecodeString(parts[2])
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return p, h.Kid, invalid("the signature is not %d bytes of base64url", ed25519.SignatureSize)
+	}
+	if !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
+		return p, h.Kid, invalid("the signature does not verify with key %q", h.Kid)
+	}
+	pb, err := b64.DecodeString(parts[1])
+	if err != nil {
+		return p, h.Kid, invalid("the payload is not base64url")
+	}
+	if err := strictJSON(pb, &p); err != nil || p.Erasure == "" {
+		return p, h.Kid, invalid("the payload is not an erasure receipt")
+	}
+	return p, h.Kid, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}

@@ -21,7 +21,9 @@ func init() {
 			fs.StringVar(&secretFile, "secret-file", "", "a file (mode 0600 or 0400) holding the secret, whsec_ and base64")
 			fs.StringVar(&caFile, "ca-file", "", "PEM certificates the endpoint's must chain to, instead of the system's")
 		},
-		run: func(e *env, _ *flag.FlagSet, args []string) error { return tenantSetWebhook(e, args[0], args[1], secretFile, caFile) },
+		run: func(e *env, _ *flag.FlagSet, args []string) error {
+			return tenantSetWebhook(e, args[0], args[1], secretFile, caFile)
+		},
 	})
 	var failedTenant, retryTenant string
 	register(&command{
@@ -136,6 +138,9 @@ func webhookRetry(e *env, tenant string) error {
 		if err != nil {
 			return err
 		}
-		return e.emit(map[string]any{"tenant": t.ID.String(), "retried": n})
+		return e.emit(struct {
+			Tenant  string `json:"tenant"`
+			Retried int    `json:"retried"`
+		}{t.ID.String(), n})
 	})
 }

@@ -110,11 +110,11 @@ func (m *Monitor) Tick() {
 	// new measure must not wait for.
 	m.resMu.Lock()
 	defer m.resMu.Unlock()
-	held := reserve.Held(m.opt.Dir)
-	if held >= reserve.Size {
+	held, whole := reserve.Held(m.opt.Dir), reserve.Whole(m.opt.Dir)
+	if whole {
 		m.made = true
 	}
-	if held < reserve.Size && m.made && !m.released {
+	if !whole && m.made && !m.released {
 		m.released = true
 		m.opt.Log.Warn("disk reserve released: a write failed for want of space and took the reserve; it is made again once the disk has room", "reserve", held)
 	}

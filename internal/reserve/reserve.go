@@ -13,6 +13,8 @@ package reserve
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -40,6 +42,10 @@ var Statfs = func(dir string) (free, total uint64, err error) {
 	}
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
+
+// Whole reports whether the reserve holds its blocks: a file system may
+// count a few less than it was given.
+func Whole(dir string) bool { return Held(dir) >= Size-Size/16 }
 
 // Held is the bytes the reserve holds on disk now: 0 when released.
 func Held(dir string) int64 {
@@ -76,7 +82,7 @@ func Release(dir string) (int64, error) {
 // bytes. It reports whether it made one. The blocks are allocated, not
 // sparse: a full disk cannot take them back.
 func Make(dir string) (bool, error) {
-	if Held(dir) >= Size {
+	if Whole(dir) {
 		return false, nil
 	}
 	free, _, err := Statfs(dir)
@@ -121,18 +127,27 @@ func Make(dir string) (bool, error) {
 }
 
 // allocate gives f n bytes of real blocks: fallocate where the file system
-// has it, else zeros written out.
+// has it, else bytes written out. The bytes are pseudo-random, never
+// zeros nor a repeated buffer: a file system that compresses or
+// deduplicates (ZFS, which has no fallocate) would keep no blocks for
+// those.
 func allocate(f *os.File, n int64) error {
 	err := syscall.Fallocate(int(f.Fd()), 0, 0, n)
 	if err == nil || !(errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)) {
 		return err
 	}
+	return writeOut(f, n)
+}
+
+func writeOut(w io.Writer, n int64) error {
+	rng := rand.NewChaCha8([32]byte{'v', 'c', 'o', 'n', '-', 'r', 'e', 's', 'e', 'r', 'v', 'e'})
 	buf := make([]byte, 1<<20)
 	for left := n; left > 0; left -= int64(len(buf)) {
 		if left < int64(len(buf)) {
 			buf = buf[:left]
 		}
-		if _, err := f.Write(buf); err != nil {
+		rng.Read(buf)
+		if _, err := w.Write(buf); err != nil {
 			return err
 		}
 	}

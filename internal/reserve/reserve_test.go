@@ -1,6 +1,7 @@
 package reserve
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -77,5 +78,21 @@ func TestIsFull(t *testing.T) {
 		if IsFull(err) {
 			t.Errorf("IsFull(%v) = true", err)
 		}
+	}
+}
+
+// Where fallocate is missing, the reserve is written out in bytes no
+// compression or deduplication can fold away.
+func TestWriteOut(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeOut(&buf, 3<<20+5); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if len(b) != 3<<20+5 {
+		t.Fatalf("%d bytes written, want %d", len(b), 3<<20+5)
+	}
+	if bytes.Equal(b[:1<<20], b[1<<20:2<<20]) || bytes.Count(b[:1<<20], []byte{0}) > 1<<14 {
+		t.Fatal("the reserve's bytes repeat or are zeros")
 	}
 }

@@ -111,6 +111,15 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	if req.UUID != nil && *req.UUID != uuid {
 		return Stored{UUID: *req.UUID}, ErrUUIDMismatch
 	}
+	sum := mac.Sum(nil)
+	// A retry of the current version answers before its object is made
+	// durable (the deferred Abort removes it); the commit below asks
+	// again, for two retries racing.
+	if r, err := a.Cat.ReplayOf(ctx, req.Tenant, uuid, sum, req.ContentType, req.ContentEncoding); err == nil {
+		return Stored{UUID: uuid, Version: r.Version, StoredAt: r.StoredAt, Replayed: true, Meta: res.meta}, nil
+	} else if !errors.Is(err, catalog.ErrNotFound) {
+		return Stored{UUID: uuid}, wrapf("store: look for a retry", err)
+	}
 	if err := up.Commit(); err != nil {
 		return Stored{}, wrapf("store: write object", err)
 	}
@@ -126,7 +135,6 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		Form: catalog.Form(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc,
 	}
-	sum := mac.Sum(nil)
 	var replaced bool
 	var replay catalog.Replay
 	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {

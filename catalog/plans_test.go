@@ -63,6 +63,8 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH admin_log USING INDEX admin_log_by_time (at>? AND at<?)"},
 		{"qNewest", qNewest, []any{t},
 			"SEARCH versions USING COVERING INDEX versions_by_tenant (tenant=?)"},
+		{"qDueEvents", qDueEvents, []any{nanos(f.now), 64},
+			"SEARCH e USING INDEX webhook_events_due (failed=? AND next_at<?)"},
 	}
 }
 

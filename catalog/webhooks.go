@@ -176,14 +176,20 @@ func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, e
 	return out, rows.Err()
 }
 
+// qDueEvents reads the pending events due by a time, in the order of
+// webhook_events_due (next attempt's time, then id), each checked in
+// webhook_events_by_vcon for an earlier pending event of its vCon.
+const qDueEvents = `SELECT ` + eventCols + ` FROM webhook_events e INDEXED BY webhook_events_due
+	WHERE e.failed = 0 AND e.next_at <= ?
+	  AND NOT EXISTS (SELECT 1 FROM webhook_events p INDEXED BY webhook_events_by_vcon
+		WHERE p.tenant = e.tenant AND p.uuid = e.uuid AND p.id < e.id AND p.failed = 0)
+	ORDER BY e.next_at, e.id LIMIT ?`
+
 // DueEvents lists up to limit pending events that may be sent at now: of
 // each vCon, only its oldest pending event, so a vCon's events go out in
 // the order they were made.
 func (c *Catalog) DueEvents(ctx context.Context, now time.Time, limit int) ([]Event, error) {
-	return c.events(ctx, `SELECT `+eventCols+` FROM webhook_events e
-		WHERE e.failed = 0 AND e.next_at <= ?
-		  AND NOT EXISTS (SELECT 1 FROM webhook_events p WHERE p.tenant = e.tenant AND p.uuid = e.uuid AND p.id < e.id AND p.failed = 0)
-		ORDER BY e.id LIMIT ?`, nanos(now), limit)
+	return c.events(ctx, qDueEvents, nanos(now), limit)
 }
 
 // NextDue returns when the earliest pending event may be sent; false when
@@ -228,15 +234,26 @@ type Replay struct {
 	StoredAt time.Time
 }
 
+const qReplay = `SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
+	WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`
+
 // ReplayOf returns the vCon's current version when its body's keyed hash
 // is mac and it was stored with the same content type and encoding (a
 // retried store); ErrNotFound otherwise.
 func (tx *Tx) ReplayOf(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
+	return scanReplay(tx.queryRow(qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
+}
+
+// ReplayOf is Tx.ReplayOf in a read of its own: a store asks it before
+// making its object durable, so a retry costs no write.
+func (c *Catalog) ReplayOf(ctx context.Context, tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
+	return scanReplay(c.db.QueryRowContext(ctx, qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
+}
+
+func scanReplay(row *sql.Row) (Replay, error) {
 	var id []byte
 	var at int64
-	err := tx.queryRow(`SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
-		WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`,
-		tenant[:], uuid[:], mac, contentType, contentEncoding).Scan(&id, &at)
+	err := row.Scan(&id, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Replay{}, ErrNotFound
 	}

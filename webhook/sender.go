@@ -32,7 +32,7 @@ type Policy struct {
 
 // DefaultPolicy waits 1 s, 2 s, 4 s ... up to an hour between attempts,
 // each wait drawn between half of it and all of it, and gives up after 30
-// attempts: about 20 hours.
+// attempts: 9 to 18 hours after the first.
 var DefaultPolicy = Policy{First: time.Second, Max: time.Hour, Attempts: 30, Timeout: 10 * time.Second}
 
 // Wait is the wait after the n-th failed attempt (n from 1): First·2^(n-1),

@@ -54,7 +54,10 @@ func TestLoseTheHost(t *testing.T) {
 			// reports it named by no row.
 			for _, at := range []string{crashpoint.PackAfterPut, crashpoint.PackAfterCommit} {
 				t.Run("parquet/max_lag=1/"+at, func(t *testing.T) {
-					loseTheHost(t, host{toml: bucketTOML(t, srv, true, 1), lag: 1, crashAt: at, wipe: wipeDataDir})
+					// Packed every 2 s, so that the first file is made
+					// after a second of acknowledged stores at least.
+					toml := strings.Replace(bucketTOML(t, srv, true, 1), parquetTOML, "\n[storage.parquet]\npack_interval = 2\n", 1)
+					loseTheHost(t, host{toml: toml, lag: 1, crashAt: at, wipe: wipeDataDir})
 				})
 			}
 		})

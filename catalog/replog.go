@@ -289,8 +289,22 @@ func lastChange(ctx context.Context, q rowQuerier) (int64, error) {
 // View is one consistent read of the catalog: every call sees the same
 // commit, whatever other connections write meanwhile.
 type View struct {
-	ctx  context.Context
-	conn *sql.Conn
+	ctx   context.Context
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt // a segment reads many rows of few tables: each query is parsed once
+}
+
+// query runs q through a statement prepared once for the view.
+func (v *View) query(q string, args ...any) (*sql.Rows, error) {
+	st, ok := v.stmts[q]
+	if !ok {
+		var err error
+		if st, err = v.conn.PrepareContext(v.ctx, q); err != nil {
+			return nil, err
+		}
+		v.stmts[q] = st
+	}
+	return st.QueryContext(v.ctx, args...)
 }
 
 // Read runs fn in a read transaction. While it lasts, a checkpoint waits
@@ -305,7 +319,12 @@ func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
 		return fmt.Errorf("catalog: begin a read: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), `ROLLBACK`)
-	v := &View{ctx: ctx, conn: conn}
+	v := &View{ctx: ctx, conn: conn, stmts: map[string]*sql.Stmt{}}
+	defer func() {
+		for _, st := range v.stmts {
+			st.Close()
+		}
+	}()
 	// The first read fixes the snapshot every later read sees.
 	if _, err := v.LastChange(); err != nil {
 		return err
@@ -372,7 +391,7 @@ func (v *View) Row(t RepTable, key []any) ([]any, error) {
 		where[i] = colList([]string{k}) + " = ?"
 	}
 	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s`, colList(t.Cols), quoteIdent(t.Name), strings.Join(where, " AND "))
-	rows, err := v.conn.QueryContext(v.ctx, q, key[:len(kc)]...)
+	rows, err := v.query(q, key[:len(kc)]...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: read a row of %s: %w", t.Name, err)
 	}

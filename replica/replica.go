@@ -110,6 +110,7 @@ type state struct {
 	Pending  int64   `json:"pending,omitempty"`
 	Segments int     `json:"segments"`        // segments since the manifest
 	Stale    bool    `json:"stale,omitempty"` // a rollover's deletes of older objects are not yet proven done
+	Used     int64   `json:"used,omitempty"`  // the highest generation number a rollover took, an abandoned one's included
 	Schema   string  `json:"schema"`
 	KeyCheck []byte  `json:"key_check"`
 	Tables   []table `json:"tables"`
@@ -242,14 +243,12 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 	if err != nil {
 		return err
 	}
+	if err := r.settle(ctx, st); err != nil {
+		return err
+	}
 	if why := r.needsGeneration(ctx, st); why != "" {
 		r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
 		return r.rollover(ctx, st, full)
-	}
-	if st.Stale {
-		if err := r.deleteStale(ctx, st); err != nil {
-			return err
-		}
 	}
 	r.gen.Store(st.Gen)
 	r.uploaded.Store(st.Uploaded)
@@ -270,8 +269,6 @@ func (r *Replica) needsGeneration(ctx context.Context, st *state) string {
 	switch {
 	case st == nil || st.Gen == 0:
 		return "no generation yet"
-	case st.Pending != 0:
-		return "a rollover was cut off"
 	case st.Target != r.cfg.Store.String():
 		return "the target changed"
 	case string(st.KeyCheck) != string(r.cfg.Key.CheckValue()):

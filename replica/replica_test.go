@@ -288,23 +288,61 @@ func TestCompactAndRotate(t *testing.T) {
 	}
 }
 
-func TestPendingRolloverStartsOver(t *testing.T) {
+// noManifest is a target that refuses manifests, as one that fails in
+// the middle of a rollover.
+type noManifest struct{ objstore.Store }
+
+func (s noManifest) Upload(ctx context.Context, key string, createOnly bool) (objstore.Upload, error) {
+	if strings.HasSuffix(key, "/manifest") {
+		return nil, errors.New("manifest refused")
+	}
+	return s.Store.Upload(ctx, key, createOnly)
+}
+
+// TestPendingRolloverIsAbandoned: a rollover cut off before its record
+// (here its manifest refused) is abandoned, not written whole again: the
+// next step deletes what it wrote and cuts a segment of the record's
+// generation; the next rollover takes a new number.
+func TestPendingRolloverIsAbandoned(t *testing.T) {
 	f := newFixture(t)
 	f.add(20)
 	if err := f.rep.Sync(f.ctx); err != nil {
 		t.Fatal(err)
 	}
+	f.add(5)
+	f.rep.cfg.Store = noManifest{f.store}
+	if err := f.rep.Forget(f.ctx); err == nil {
+		t.Fatal("a rollover without its manifest succeeded")
+	}
+	f.rep.cfg.Store = f.store
 	st, _ := f.rep.loadState(f.ctx)
-	st.Pending = st.Gen + 1
-	if err := f.rep.saveState(f.ctx, st, 0); err != nil {
-		t.Fatal(err)
+	cut := 0
+	for k := range f.keys() {
+		if g, _, _, _, _ := parseKey(k); g == 2 {
+			cut++
+		}
+	}
+	if st.Pending != 2 || cut == 0 {
+		t.Fatalf("after the cut-off rollover: pending %d, %d objects of generation 2", st.Pending, cut)
 	}
 	f.add(1)
 	if err := f.rep.Sync(f.ctx); err != nil {
 		t.Fatal(err)
 	}
+	if g := f.rep.Status().Generation; g != 1 {
+		t.Fatalf("generation %d, want 1: the cut-off rollover abandoned, not a whole generation", g)
+	}
+	for k := range f.keys() {
+		if g, _, _, _, _ := parseKey(k); g != 1 {
+			t.Fatalf("%s outlived the abandoned rollover", k)
+		}
+	}
+	f.restoreMatches()
+	if err := f.rep.Forget(f.ctx); err != nil {
+		t.Fatal(err)
+	}
 	if g := f.rep.Status().Generation; g != 3 {
-		t.Fatalf("generation %d, want 3 (a whole one after the pending 2)", g)
+		t.Fatalf("generation %d after the next rollover, want 3 (2 was used)", g)
 	}
 	f.restoreMatches()
 }

@@ -37,6 +37,10 @@ func (r *Replica) Forget(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.settle(ctx, st); err != nil {
+		r.note(err)
+		return err
+	}
 	mode := forget
 	if r.needsGeneration(ctx, st) != "" {
 		mode = full
@@ -90,7 +94,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if st == nil {
 		st = &state{}
 	}
-	gen := max(st.Gen, st.Pending, maxGen) + 1
+	gen := max(st.Gen, st.Pending, st.Used, maxGen) + 1
 	st.Pending = gen
 	if err := r.saveState(ctx, st, 0); err != nil {
 		return err
@@ -432,6 +436,69 @@ func keptShards(tables []table) map[string]bool {
 		}
 	}
 	return keep
+}
+
+// settle finishes what a cut-off rollover left, before any segment or
+// rollover: a generation the record names as pending is abandoned, and a
+// rollover whose record was committed has its deletes finished. An
+// abandoned generation is deleted rather than written whole again, so
+// that a rollover that failed (a target that answered 503 for a while)
+// costs what the next rollover must forget, not a copy of the catalog.
+// It runs under lock.
+func (r *Replica) settle(ctx context.Context, st *state) error {
+	if st == nil || st.Gen == 0 {
+		return nil // the first generation is written whole, deleting what a cut-off one left
+	}
+	if st.Pending != 0 {
+		if err := r.abandon(ctx, st); err != nil {
+			return err
+		}
+	}
+	if st.Stale {
+		return r.deleteStale(ctx, st)
+	}
+	return nil
+}
+
+// abandon deletes the objects of every generation newer than the
+// record's, which only a cut-off rollover writes: the manifests first, so
+// that no restore takes such a generation up once the record's takes
+// segments again, then the rest, each proven gone; then the record forgets
+// the pending generation, keeping its number used.
+func (r *Replica) abandon(ctx context.Context, st *state) error {
+	all, _, err := r.listAll(ctx)
+	if err != nil {
+		return err
+	}
+	var manifests, rest []string
+	for _, k := range all {
+		switch g, kind, _, _, ok := parseKey(k); {
+		case !ok || g <= st.Gen:
+		case kind == "manifest":
+			manifests = append(manifests, k)
+		default:
+			rest = append(rest, k)
+		}
+	}
+	for _, keys := range [][]string{manifests, rest} {
+		for _, k := range keys {
+			if err := r.cfg.Store.Delete(ctx, k); err != nil {
+				return fmt.Errorf("replica: delete a cut-off generation's object from %s: %w", r.cfg.Store, err)
+			}
+		}
+		for _, k := range keys {
+			if _, err := r.cfg.Store.Stat(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
+				if err == nil {
+					err = errors.New("the target still holds an object it was told to delete")
+				}
+				return fmt.Errorf("replica: prove a cut-off generation's object gone from %s: %w", r.cfg.Store, err)
+			}
+		}
+	}
+	r.cfg.Log.Info("replica: abandoned a rollover that was cut off", "generation", st.Pending, "deleted", len(manifests)+len(rest))
+	st.Used = max(st.Used, st.Pending)
+	st.Pending = 0
+	return r.saveState(ctx, st, 0)
 }
 
 // deleteStale finishes the deletes of a rollover that was cut off after

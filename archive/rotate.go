@@ -33,6 +33,19 @@ func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *
 	if err != nil {
 		return 0, err
 	}
+	// Webhook secrets are sealed under the master key: seal them under the
+	// new one. A rotation cut before this leaves them under the old key,
+	// and the server asks for each webhook to be set again
+	// (docs/webhooks.md, "Master-key rotation").
+	if _, err := cat.ResealSecrets(ctx, func(tenant ids.ID, sealed []byte) ([]byte, error) {
+		secret, err := oldKey.OpenSecret(tenant, sealed)
+		if err != nil {
+			return nil, err
+		}
+		return newKey.SealSecret(tenant, secret)
+	}); err != nil {
+		return n, fmt.Errorf("the rotation is committed, but sealing the webhook secrets under the new key failed; set each tenant's webhook again (vcon-server tenant set-webhook): %w", err)
+	}
 	// Search indexes are keyed by the master key: those made under the old
 	// one are dropped now (serve would at its next start) so that nothing
 	// keyed by the old key stays in the catalog; serve builds them again.

@@ -308,3 +308,56 @@ func (c *Catalog) RecordOutcomes(ctx context.Context, outs []Outcome) error {
 		return nil
 	})
 }
+
+// ResealSecrets replaces each webhook's sealed secret with what reseal
+// makes of it, in one write (a master-key rotation, sealing them under
+// the new key). A secret reseal refuses is left as it is; it returns how
+// many it resealed and the first refusal.
+func (c *Catalog) ResealSecrets(ctx context.Context, reseal func(tenant ids.ID, sealed []byte) ([]byte, error)) (int, error) {
+	var n int
+	var refused error
+	err := c.Update(ctx, func(tx *Tx) error {
+		n, refused = 0, nil
+		rows, err := tx.query(`SELECT tenant, secret FROM webhooks`)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			tenant ids.ID
+			secret []byte
+		}
+		var all []row
+		for rows.Next() {
+			var r row
+			var t []byte
+			if err := rows.Scan(&t, &r.secret); err != nil {
+				rows.Close()
+				return err
+			}
+			copy(r.tenant[:], t)
+			all = append(all, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range all {
+			sealed, err := reseal(r.tenant, r.secret)
+			if err != nil {
+				if refused == nil {
+					refused = err
+				}
+				continue
+			}
+			if _, err := tx.exec(`UPDATE webhooks SET secret = ? WHERE tenant = ?`, sealed, r.tenant[:]); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, refused
+}

@@ -48,8 +48,57 @@ func crashReplica(t *testing.T, c *crashEnv, point string) {
 		t.Run(target, func(t *testing.T) { crashReplicaOn(t, c, point, target == "s3") })
 	}
 	if point != crashpoint.ReplicaAfterSegment {
+		t.Run("sweep", func(t *testing.T) { crashReplicaSweep(t, c, point) })
 		t.Run("rotate", func(t *testing.T) { crashReplicaRotate(t, c, point) })
 	}
+}
+
+// crashReplicaSweep kills serve's start-up recovery in the rollover of
+// the purge sweep it runs before /health answers: a vCon hidden at 30d,
+// then the tenant set to 0d. The next start finishes the purge.
+func crashReplicaSweep(t *testing.T, c *crashEnv, point string) {
+	r := newReplicaEnv(t, c, false, "1", "30d")
+	e := r.Env
+	tenant := e.Tenant("acme")
+	k := e.NewKey(tenant, "write", "read", "delete")
+	a := acked{}
+	p := e.StartBinary()
+	storeSome(t, e, k.Token, 4, a)
+	var victim string
+	for u := range a {
+		victim = u
+		break
+	}
+	if got := e.Do("DELETE", "/vcons/"+victim, k.Token, nil); got.Status != 204 {
+		t.Fatalf("DELETE: %d %s", got.Status, got.Body)
+	}
+	a[victim] = nil
+	p.Stop()
+	before := r.objects(t)
+	secret := r.wrappedKey(t, victim)
+	if secret == nil {
+		t.Fatal("the hidden version's key is gone before its purge")
+	}
+	e.CLI("tenant", "set-retention", tenant, "0d")
+	runKilled(t, e, point, "serve")
+	p = e.StartBinary()
+	verifyAcked(t, e, k.Token, a)
+	p.Stop()
+	checkDeep(t, e)
+	r.assertForgotten(t, before, secret)
+	r.loseCatalog(t)
+	if out, errOut, code := e.TryCLI("restore"); code != 0 {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := r.keysOf(t, victim); n != 0 {
+		t.Fatalf("the restored catalog holds %d key(s) of the purged vCon", n)
+	}
+	written := strings.Count(readLog(t, e), "replica: generation written")
+	p = e.StartBinary()
+	verifyAcked(t, e, k.Token, a)
+	waitLog(t, p, "replica: generation written", written+1)
+	p.Stop()
+	checkDeep(t, e)
 }
 
 // crashReplicaRotate kills master-key rotate in the rollover that seals
@@ -57,7 +106,7 @@ func crashReplica(t *testing.T, c *crashEnv, point string) {
 // object sealed under the old one remains, and a restore finds every
 // acknowledged vCon.
 func crashReplicaRotate(t *testing.T, c *crashEnv, point string) {
-	r := newReplicaEnv(t, c, false, "0")
+	r := newReplicaEnv(t, c, false, "0", "0d")
 	e := r.Env
 	k := e.NewKey(e.Tenant("acme"), "write", "read")
 	a := acked{}
@@ -104,7 +153,7 @@ func crashReplicaRotate(t *testing.T, c *crashEnv, point string) {
 }
 
 func crashReplicaOn(t *testing.T, c *crashEnv, point string, s3 bool) {
-	r := newReplicaEnv(t, c, s3, "0")
+	r := newReplicaEnv(t, c, s3, "0", "0d")
 	e := r.Env
 	k := e.NewKey(e.Tenant("acme"), "write", "read", "delete")
 	a := acked{}
@@ -211,7 +260,7 @@ type replicaEnv struct {
 	s3 bool
 }
 
-func newReplicaEnv(t *testing.T, c *crashEnv, s3 bool, maxLag string) *replicaEnv {
+func newReplicaEnv(t *testing.T, c *crashEnv, s3 bool, maxLag, retention string) *replicaEnv {
 	table := "\n[replica]\nmax_lag = " + maxLag + "\n"
 	if s3 {
 		table += "to = \"s3\"\n"
@@ -219,7 +268,7 @@ func newReplicaEnv(t *testing.T, c *crashEnv, s3 bool, maxLag string) *replicaEn
 		table += "to = \"" + t.TempDir() + "\"\n"
 	}
 	var opts testenv.Options
-	opts.Retention = "0d"
+	opts.Retention = retention
 	if !s3 {
 		opts.Storage = table
 		table = ""

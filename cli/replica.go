@@ -170,6 +170,9 @@ func runRestore(e *env) error {
 	defer os.Remove(tmp)
 	start := time.Now()
 	res, err := replica.Restore(e.ctx, store, mk, tmp)
+	if errors.Is(err, seal.ErrDamaged) {
+		return fmt.Errorf("restore from %s: %w; restore needs the master key the replica was sealed under, the lost host's, at master_key (%s), not a key made anew: put that file in place and run restore again (with that key in place, this means the object is damaged)", store, err, cfg.MasterKey)
+	}
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", store, err)
 	}

@@ -59,6 +59,8 @@ type Sender struct {
 	mu      sync.Mutex
 	clients map[string]*http.Client // by the endpoint's CA certificates ("" for the system's)
 	warned  map[ids.ID]bool         // tenants whose secret does not open, warned once
+	counted time.Time               // when the gauges were last counted
+	outbox  int                     // the rows they counted
 }
 
 // batch bounds the events of one pass; workers, the attempts at once.
@@ -163,9 +165,15 @@ func (s *Sender) pass(ctx context.Context, horizon time.Time) (int, error) {
 	return n, nil
 }
 
+// count refreshes the gauges; a long outbox at most once a second, since
+// counting it at every commit would cost more than the commits.
 func (s *Sender) count(ctx context.Context) {
-	if pending, failed, err := s.Cat.EventCounts(ctx); err == nil {
-		s.Metrics.counts(pending, failed)
+	if now := time.Now(); s.outbox < 1000 || now.Sub(s.counted) >= time.Second {
+		s.counted = now
+		if pending, failed, err := s.Cat.EventCounts(ctx); err == nil {
+			s.outbox = pending + failed
+			s.Metrics.counts(pending, failed)
+		}
 	}
 }
 

@@ -185,12 +185,8 @@ func TestEveryChangeOnceInOrder(t *testing.T) {
 		}
 	}
 	ops := te.e.OperatorKey()
-	m := string(te.e.Do("GET", "/metrics", ops.Token, nil).Body)
-	for _, line := range []string{"vcon_webhook_events_pending 0", "vcon_webhook_events_failed 0", `vcon_webhook_attempts_total{outcome="delivered"} ` + strconv.Itoa(total+dups)} {
-		if !strings.Contains(m, line+"\n") {
-			t.Errorf("/metrics lacks %q", line)
-		}
-	}
+	m := waitMetrics(t, te.e, ops.Token, "vcon_webhook_events_pending 0", "vcon_webhook_events_failed 0",
+		`vcon_webhook_attempts_total{outcome="delivered"} `+strconv.Itoa(total+dups))
 	if !strings.Contains(m, "vcon_webhook_delivery_seconds_count") {
 		t.Errorf("/metrics lacks the delivery latency")
 	}
@@ -241,9 +237,7 @@ func TestFailedThenRetried(t *testing.T) {
 		t.Errorf("the receiver was asked %d times, want 3 events × 3 attempts", attempts)
 	}
 	ops := te.e.OperatorKey()
-	if m := string(te.e.Do("GET", "/metrics", ops.Token, nil).Body); !strings.Contains(m, "vcon_webhook_events_failed 3\n") {
-		t.Errorf("/metrics does not count 3 failed events")
-	}
+	waitMetrics(t, te.e, ops.Token, "vcon_webhook_events_failed 3")
 	te.rcv.FailWith(nil)
 	if out := te.e.CLI("webhook", "retry", "--tenant", "acme"); !strings.Contains(out, `"retried":3`) {
 		t.Fatalf("webhook retry: %s", out)
@@ -291,15 +285,7 @@ func TestOffDropsPending(t *testing.T) {
 		t.Errorf("the audit log lacks the dropped events:\n%s", audit)
 	}
 	te.store(t, "POST", "", apitest.NewVcon(ids.NewRandom().String(), "s", "+15550100000"), 201)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		m := string(te.e.Do("GET", "/metrics", ops.Token, nil).Body)
-		if strings.Contains(m, "vcon_webhook_events_pending 0\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events pending after off")
-		}
-	}
+	waitMetrics(t, te.e, ops.Token, "vcon_webhook_events_pending 0")
 }
 
 // TestSettingRefusals: what set-webhook and its route refuse.
@@ -344,5 +330,28 @@ func TestSettingRefusals(t *testing.T) {
 		[]byte(`{"url":"`+te.rcv.URL+`","secret":"`+te.rcv.Secret+`"}`), "Content-Type", "application/json")
 	if r.Status != 200 || strings.Contains(string(r.Body), "whsec_") {
 		t.Errorf("PUT: %d %s", r.Status, r.Body)
+	}
+}
+
+// waitMetrics waits until /metrics shows every line (the gauges are
+// counted once a second) and returns the page.
+func waitMetrics(t *testing.T, e *testenv.Env, token string, lines ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := string(e.Do("GET", "/metrics", token, nil).Body)
+		missing := ""
+		for _, l := range lines {
+			if !strings.Contains(m, l+"\n") {
+				missing = l
+			}
+		}
+		if missing == "" {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q", missing)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

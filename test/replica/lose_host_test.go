@@ -16,9 +16,9 @@ import (
 const loadFor = 2 * time.Second
 
 // TestLoseTheHost is issue 14's first promise, on each S3 server, with
-// Parquet storage off and on, with max_lag 0 and 1: 8 clients store and
-// replace vCons on the real binary, which is killed with SIGKILL while
-// they do; the whole data directory is deleted (the objects are in the
+// Parquet storage off and on, with max_lag 0 and 1: 8 clients store,
+// replace and delete vCons on the real binary, which is killed with
+// SIGKILL while they do; the whole data directory is deleted (the objects are in the
 // bucket, the replica under replica/ beside them); restore rebuilds the
 // catalog from the replica and serve starts on it. With max_lag 0 every
 // acknowledged version reads back; with max_lag 1 every version

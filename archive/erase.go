@@ -72,6 +72,11 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 			return catalog.Erasure{}, ErrEraseNothing
 		}
 		cr.Token = &t
+		n, err := a.Cat.CountEncrypted(ctx, r.Tenant)
+		if err != nil {
+			return catalog.Erasure{}, err
+		}
+		cr.Unsearchable = n
 	}
 	var e catalog.Erasure
 	var destroyed []catalog.Version

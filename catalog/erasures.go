@@ -30,11 +30,12 @@ var (
 )
 
 // TooManyError refuses an erasure that matches more vCons than its bound,
-// before anything changed.
+// before anything changed. Matched is how many it counted: Limit+1 for a
+// party filter, which stops reading there.
 type TooManyError struct{ Matched, Limit int }
 
 func (e *TooManyError) Error() string {
-	return fmt.Sprintf("catalog: the erasure matches %d vCons, more than %d", e.Matched, e.Limit)
+	return fmt.Sprintf("catalog: the erasure matches more than %d vCons", e.Limit)
 }
 
 // Erasure is one erasure and what it took.
@@ -69,6 +70,10 @@ type EraseRequest struct {
 	Token        *[16]byte
 	UUIDs        []ids.ID
 	Limit        int // vCons at most; more is a TooManyError
+	// Unsearchable is the count of the tenant's encrypted kept versions,
+	// read before the transaction (CountEncrypted): a party erasure says
+	// how many versions its filter could not reach.
+	Unsearchable int
 }
 
 // Erase is an erasure's first step, in one transaction: choose the
@@ -77,7 +82,7 @@ type EraseRequest struct {
 // and left as it is), count the purge, and record the erasure and its
 // uuids. It returns the erasure and the versions whose key it destroyed.
 func (tx *Tx) Erase(r EraseRequest) (Erasure, []Version, error) {
-	e := Erasure{ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label, RequestedAt: tx.now}
+	e := Erasure{ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label, RequestedAt: tx.now, Unsearchable: r.Unsearchable}
 	matched := map[ids.ID]map[ids.ID]bool{} // uuid → versions holding the token
 	if r.Token != nil {
 		t, err := tx.Tenant(r.Tenant)
@@ -102,16 +107,16 @@ func (tx *Tx) Erase(r EraseRequest) (Erasure, []Version, error) {
 			}
 			uuid, version := ids.ID(u), ids.ID(v)
 			if matched[uuid] == nil {
+				if len(matched) == r.Limit {
+					rows.Close()
+					return e, nil, &TooManyError{Matched: r.Limit + 1, Limit: r.Limit}
+				}
 				matched[uuid] = map[ids.ID]bool{}
 			}
 			matched[uuid][version] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return e, nil, err
-		}
-		if err := tx.queryRow(`SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
-			r.Tenant[:], string(FormEncrypted)).Scan(&e.Unsearchable); err != nil {
 			return e, nil, err
 		}
 	} else {
@@ -274,6 +279,16 @@ func (tx *Tx) idsOf(q string, args ...any) ([]ids.ID, error) {
 		out = append(out, ids.ID(b))
 	}
 	return out, rows.Err()
+}
+
+// CountEncrypted counts a tenant's kept versions that are encrypted: the
+// search index cannot hold them. It reads the tenant's range of
+// versions_by_tenant, outside any write.
+func (c *Catalog) CountEncrypted(ctx context.Context, tenant ids.ID) (int, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
+		tenant[:], string(FormEncrypted)).Scan(&n)
+	return n, err
 }
 
 // refuseErased is ErrErased when an erasure took the vCon whole: a

@@ -28,8 +28,8 @@ const (
 )
 
 func msgEraseTooMany(e *catalog.TooManyError) string {
-	return "the filter matches " + strconv.Itoa(e.Matched) + " vCons, more than the " + strconv.Itoa(e.Limit) +
-		" one erasure takes; nothing was changed: list them with GET /vcons and the same filter, erase them by uuids " +
+	return "the filter matches more than the " + strconv.Itoa(e.Limit) +
+		" vCons one erasure takes; nothing was changed: list them with GET /vcons and the same filter, erase them by uuids " +
 		strconv.Itoa(e.Limit) + " at a time, then send this filter again for the rest"
 }
 

@@ -115,7 +115,7 @@ func replicaThroughFaults(t *testing.T, srv *s3test.Server, lag int) {
 	if absorbed.Total() < 10 {
 		t.Errorf("only %d faults while the load ran: it proved little", absorbed.Total())
 	}
-	if max := time.Duration(lag)*time.Second + 8*time.Second; refusedAfter > max {
+	if max := time.Duration(lag)*time.Second + 10*time.Second; refusedAfter > max {
 		t.Errorf("the first 503 came %s after the bucket went down, more than max_lag and Admit's wait (%s)", refusedAfter, max)
 	}
 	for _, u := range run.unexpected {

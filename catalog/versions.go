@@ -101,7 +101,8 @@ const (
 
 // InsertVersion records a new version and makes it current, hiding the
 // version it replaces. It reports whether one was replaced. v.WrappedKey is
-// persisted here for the first time (invariant 2).
+// persisted here for the first time (invariant 2). A uuid an erasure took
+// whole is refused with ErrErased (docs/erasure.md).
 func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error) {
 	if err := tx.refuseErased(v.Tenant, v.UUID); err != nil {
 		return false, err

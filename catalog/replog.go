@@ -244,20 +244,34 @@ func dropTriggers(tx *Tx) error {
 	return nil
 }
 
-// ReplicaState reads the replica's record; nil when none was written.
-func (c *Catalog) ReplicaState(ctx context.Context) ([]byte, error) {
-	var b []byte
-	err := c.db.QueryRowContext(ctx, `SELECT value FROM replica_state WHERE key = 'state'`).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+// ReplicaState reads the replica's record and its progress since (nil
+// when not written): the record changes at each rollover, the progress at
+// each segment, so a segment rewrites a few bytes, not the shard list.
+func (c *Catalog) ReplicaState(ctx context.Context) (state, progress []byte, err error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT key, value FROM replica_state WHERE key IN ('state', 'progress')`)
+	if err != nil {
+		return nil, nil, err
 	}
-	return b, err
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, nil, err
+		}
+		if k == "state" {
+			state = v
+		} else {
+			progress = v
+		}
+	}
+	return state, progress, rows.Err()
 }
 
-// SetReplicaState replaces the replica's record and drops the log up to
-// and including trim (none when trim is 0).
+// SetReplicaState replaces the replica's record, forgets its progress,
+// and drops the log up to and including trim (none when trim is 0).
 func (tx *Tx) SetReplicaState(state []byte, trim int64) error {
-	if _, err := tx.exec(`INSERT OR REPLACE INTO replica_state(key, value) VALUES ('state', ?)`, state); err != nil {
+	if _, err := tx.exec(`INSERT OR REPLACE INTO replica_state(key, value) VALUES ('state', ?); DELETE FROM replica_state WHERE key = 'progress'`, state); err != nil {
 		return err
 	}
 	if trim > 0 {
@@ -266,6 +280,12 @@ func (tx *Tx) SetReplicaState(state []byte, trim int64) error {
 		}
 	}
 	return nil
+}
+
+// SetReplicaProgress records how far the replica's segments reach.
+func (tx *Tx) SetReplicaProgress(progress []byte) error {
+	_, err := tx.exec(`INSERT OR REPLACE INTO replica_state(key, value) VALUES ('progress', ?)`, progress)
+	return err
 }
 
 // LastChange is the log's newest sequence number ever given (0: none).

@@ -141,14 +141,30 @@ type manifest struct {
 	Tables   []table              `json:"tables"`
 }
 
+// progress is what each segment changes of the record.
+type progress struct {
+	Gen      int64 `json:"gen"`
+	Uploaded int64 `json:"uploaded"`
+	Segments int   `json:"segments"`
+}
+
 func (r *Replica) loadState(ctx context.Context) (*state, error) {
-	b, err := r.cfg.Cat.ReplicaState(ctx)
+	b, pb, err := r.cfg.Cat.ReplicaState(ctx)
 	if err != nil || b == nil {
 		return nil, err
 	}
 	st := &state{}
 	if err := json.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
+	}
+	if pb != nil {
+		var p progress
+		if err := json.Unmarshal(pb, &p); err != nil {
+			return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
+		}
+		if p.Gen == st.Gen && p.Uploaded > st.Uploaded {
+			st.Uploaded, st.Segments = p.Uploaded, p.Segments
+		}
 	}
 	return st, nil
 }
@@ -162,6 +178,19 @@ func (r *Replica) saveState(ctx context.Context, st *state, trim int64) error {
 		return fmt.Errorf("replica: record progress: %w", err)
 	}
 	r.gen.Store(st.Gen)
+	r.uploaded.Store(st.Uploaded)
+	return nil
+}
+
+// saveProgress records a segment: the record's shard list stays as it is.
+func (r *Replica) saveProgress(ctx context.Context, st *state) error {
+	b, err := json.Marshal(progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments})
+	if err != nil {
+		return err
+	}
+	if err := r.cfg.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetReplicaProgress(b) }); err != nil {
+		return fmt.Errorf("replica: record progress: %w", err)
+	}
 	r.uploaded.Store(st.Uploaded)
 	return nil
 }
@@ -339,7 +368,7 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
 	st.Uploaded = last
 	st.Segments++
-	return r.saveState(ctx, st, 0)
+	return r.saveProgress(ctx, st)
 }
 
 // writeChanges writes a segment body: the tables it may name, then, for

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -124,7 +125,9 @@ func (s *Server) erase(w http.ResponseWriter, r *http.Request, k catalog.Key) (i
 		return s.fail(w, r, http.StatusBadRequest, msg), ""
 	}
 	req.Tenant, req.Actor, req.Label = *k.Tenant, actor(k), k.Label
-	e, err := s.Archive.Erase(r.Context(), req)
+	// A client that goes away does not stop the erasure half way: it
+	// runs to its end, and GET /erasures/{id} answers it (docs/erasure.md).
+	e, err := s.Archive.Erase(context.WithoutCancel(r.Context()), req)
 	var pending *archive.ErasePending
 	if errors.As(err, &pending) {
 		// Nothing it took can be read any more; its bytes are not all

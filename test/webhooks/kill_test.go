@@ -1,10 +1,13 @@
 package webhooks
 
 import (
+	"bytes"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/test/kit/webhooktest"
@@ -56,4 +59,34 @@ func TestKilledWithEventsPending(t *testing.T) {
 		t.Errorf("the restarted server took %v to deliver the pending events", took)
 	}
 	t.Logf("%d events pending at the kill, delivered %v after the restart began", n, took.Round(time.Millisecond))
+}
+
+// TestCrashAfterCommitKeepsEvent: the server dies right after a store's
+// commit, before it answers. The store's event was written in that same
+// transaction, so the next start announces it: no change is ever
+// committed without its event.
+func TestCrashAfterCommitKeepsEvent(t *testing.T) {
+	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t)})
+	k := e.NewKey(e.Tenant("acme"), "write", "read")
+	rcv := webhooktest.Start(t, t.TempDir())
+	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)
+	p := e.StartBinary(crashpoint.EnvVar + "=" + crashpoint.StoreAfterCommit)
+	u := ids.NewRandom().String()
+	req, _ := http.NewRequest("POST", e.BaseURL+"/vcons", bytes.NewReader(apitest.NewVcon(u, "cut", "+15550100000")))
+	req.Header.Set("Authorization", "Bearer "+k.Token)
+	req.Header.Set("Content-Type", "application/vcon")
+	if resp, err := e.Client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the server answered %d instead of dying after the commit", resp.StatusCode)
+	}
+	p.Wait()
+	p = e.StartBinary()
+	defer p.Stop()
+	if r := e.Do("GET", "/vcons/"+u, k.Token, nil); r.Status != 200 {
+		t.Fatalf("the committed store reads %d", r.Status)
+	}
+	ev := rcv.WaitFor(t, 1, 20*time.Second)
+	if ev[0].Type != "vcon.stored" || ev[0].Data.UUID != u {
+		t.Fatalf("event %+v", ev[0])
+	}
 }

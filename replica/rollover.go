@@ -446,8 +446,10 @@ func keptShards(tables []table) map[string]bool {
 // costs what the next rollover must forget, not a copy of the catalog.
 // It runs under lock.
 func (r *Replica) settle(ctx context.Context, st *state) error {
-	if st == nil || st.Gen == 0 {
-		return nil // the first generation is written whole, deleting what a cut-off one left
+	if st == nil || st.Gen == 0 || st.Target != r.cfg.Store.String() {
+		// The first generation, and the first in a new target, are
+		// written whole, with what a cut-off one left deleted.
+		return nil
 	}
 	if st.Pending != 0 {
 		if err := r.abandon(ctx, st); err != nil {
@@ -468,6 +470,9 @@ func (r *Replica) settle(ctx context.Context, st *state) error {
 func (r *Replica) abandon(ctx context.Context, st *state) error {
 	all, _, err := r.listAll(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.ownTarget(ctx, all); err != nil {
 		return err
 	}
 	var manifests, rest []string
@@ -507,6 +512,9 @@ func (r *Replica) abandon(ctx context.Context, st *state) error {
 func (r *Replica) deleteStale(ctx context.Context, st *state) error {
 	all, _, err := r.listAll(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.ownTarget(ctx, all); err != nil {
 		return err
 	}
 	keep := keptShards(st.Tables)

@@ -49,3 +49,38 @@ func TestCutOffDeletesAreFinished(t *testing.T) {
 	}
 	f.restoreMatches()
 }
+
+// TestSettleLeavesAnotherCatalogAlone: a record left pending and stale,
+// pointed at a target whose newest generation is another catalog's (the
+// same directory named in two hosts' configurations), deletes nothing
+// there: the step is refused as a rollover would be.
+func TestSettleLeavesAnotherCatalogAlone(t *testing.T) {
+	f := newFixture(t)
+	f.add(5)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rep.Forget(f.ctx); err != nil { // generation 2
+		t.Fatal(err)
+	}
+	before := f.keys()
+	g := newFixture(t)
+	g.add(1)
+	if err := g.rep.Sync(g.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := g.rep.loadState(g.ctx)
+	st.Target, st.Pending, st.Stale = f.store.String(), st.Gen+1, true
+	if err := g.rep.saveState(g.ctx, st, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.rep.cfg.Store = f.store
+	g.add(1)
+	if err := g.rep.Sync(g.ctx); !errors.Is(err, ErrForeign) {
+		t.Fatalf("a step over another catalog's replica: %v, want ErrForeign", err)
+	}
+	if after := f.keys(); len(after) != len(before) {
+		t.Fatalf("the other catalog's replica went from %d objects to %d", len(before), len(after))
+	}
+	f.restoreMatches()
+}

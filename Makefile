@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench soak scale replica-bench fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench soak scale replica-bench webhook-bench fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -68,6 +68,13 @@ scale:
 # (100,000 by default). Never part of test.
 replica-bench:
 	VCON_REPLICA_BENCH=1 $(GO) test -count=1 -timeout 180m -v -run '^TestReplicaBench$$' ./test/replica/
+
+# The webhooks' benchmark (issue 18): ingest with a webhook on and off
+# (stores a second each, and on/off), and an idempotent retry's time
+# against a new store's. Never part of test.
+webhook-bench:
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkIngestWebhook$$' -benchtime 1x ./test/webhooks/
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkIdempotentRetry$$' -benchtime 200x ./test/webhooks/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60

@@ -63,14 +63,29 @@ type Sender struct {
 	outbox  int                     // the rows they counted
 }
 
-// batch bounds the events of one pass; workers, the attempts at once.
+// workers bounds the attempts at once, perTenant those of one tenant, so
+// that a slow endpoint holds back its own tenant's events only; look
+// bounds the due events read at a time beyond those in flight.
 const (
-	batch   = 64
-	workers = 8
+	workers   = 8
+	perTenant = workers / 2
+	look      = 64
 )
 
-// Run delivers until ctx ends. Its first pass sends every pending event
+// result is an attempt's outcome, with what the metrics need.
+type result struct {
+	out    catalog.Outcome
+	event  catalog.Event
+	tenant ids.ID
+}
+
+// Run delivers until ctx ends. Its first look sends every pending event
 // whatever its wait: a start resumes at once.
+//
+// Attempts run beside the loop; their outcomes are recorded in one commit
+// per turn of it. An event stays in flight until its outcome is
+// committed, and a vCon's next event is due only once the one before it
+// is delivered (or failed), so a vCon's events go out in order.
 func (s *Sender) Run(ctx context.Context) {
 	if s.Now == nil {
 		s.Now = time.Now
@@ -78,91 +93,127 @@ func (s *Sender) Run(ctx context.Context) {
 	if s.Policy == (Policy{}) {
 		s.Policy = DefaultPolicy
 	}
+	results := make(chan result, workers)
+	inflight := map[int64]bool{}
+	perT := map[ids.ID]int{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	// Far in the future: every pending event is due.
 	horizon := time.Unix(1<<40, 0)
 	lastCommits := ^uint64(0)
 	idle := time.Time{}
+	var done []result
 	for ctx.Err() == nil {
+		// Record what finished, in one commit.
+	drain:
+		for {
+			select {
+			case r := <-results:
+				done = append(done, r)
+			default:
+				break drain
+			}
+		}
+		if len(done) > 0 {
+			s.record(ctx, done)
+			for _, r := range done {
+				delete(inflight, r.event.ID)
+				perT[r.tenant]--
+			}
+			done = done[:0]
+			lastCommits = ^uint64(0) // look again: the vCons' next events may be due
+		}
 		commits := s.Cat.Commits()
 		now := s.Now()
 		// Events are written by this process's commits, seen at once, or
 		// by a command line's, seen within a second.
-		if commits != lastCommits || !now.Before(idle) {
+		if len(inflight) < workers && (commits != lastCommits || !now.Before(idle)) {
 			lastCommits = commits
-			n, err := s.pass(ctx, horizon)
-			horizon = time.Time{}
+			due := now
+			if !horizon.IsZero() {
+				due, horizon = horizon, time.Time{}
+			}
+			started, err := s.start(ctx, due, inflight, perT, results, &wg)
 			if err != nil && ctx.Err() == nil {
 				s.Log.Warn("webhook: reading the outbox failed", "error", err.Error())
 			}
-			if n > 0 {
-				continue
-			}
-			// Nothing sent: wait for a commit, the next event's time, or a
-			// second (an event whose endpoint cannot be opened waits so).
-			idle = s.Now().Add(time.Second)
-			if next, ok, err := s.Cat.NextDue(ctx); err == nil && ok && next.Before(idle) && next.After(now) {
-				idle = next
+			s.count(ctx)
+			if started == 0 && len(inflight) == 0 {
+				// Nothing to send: wait for a commit, the next event's
+				// time, or a second (an event whose endpoint cannot be
+				// opened waits so).
+				idle = s.Now().Add(time.Second)
+				if next, ok, err := s.Cat.NextDue(ctx); err == nil && ok && next.Before(idle) && next.After(now) {
+					idle = next
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
+		case r := <-results:
+			done = append(done, r) // recorded at the top of the loop
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// pass sends the events due at now (at horizon when it is set) and
-// records what came of them in one commit; it returns how many it
-// recorded.
-func (s *Sender) pass(ctx context.Context, horizon time.Time) (int, error) {
-	now := s.Now()
-	due := now
-	if !horizon.IsZero() {
-		due = horizon
-	}
-	evs, err := s.Cat.DueEvents(ctx, due, batch)
-	if err != nil || len(evs) == 0 {
-		s.count(ctx)
+// start begins attempts for the events due at due that are not in flight,
+// within the bounds, and returns how many it began.
+func (s *Sender) start(ctx context.Context, due time.Time, inflight map[int64]bool, perT map[ids.ID]int, results chan<- result, wg *sync.WaitGroup) (int, error) {
+	evs, err := s.Cat.DueEvents(ctx, due, look+len(inflight))
+	if err != nil {
 		return 0, err
 	}
 	hooks := map[ids.ID]*endpoint{}
+	n := 0
 	for _, e := range evs {
-		if _, ok := hooks[e.Tenant]; !ok {
-			hooks[e.Tenant] = s.endpoint(ctx, e.Tenant)
+		if len(inflight) >= workers {
+			break
 		}
-	}
-	results := make([]catalog.Outcome, len(evs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, workers)
-	for i, e := range evs {
+		if inflight[e.ID] || perT[e.Tenant] >= perTenant {
+			continue
+		}
+		ep, ok := hooks[e.Tenant]
+		if !ok {
+			ep = s.endpoint(ctx, e.Tenant)
+			hooks[e.Tenant] = ep
+		}
+		if ep == nil {
+			continue // no endpoint that opens: the event waits
+		}
+		inflight[e.ID] = true
+		perT[e.Tenant]++
+		n++
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			results[i] = s.attempt(ctx, hooks[e.Tenant], e)
+			results <- result{out: s.attempt(ctx, ep, e), event: e, tenant: e.Tenant}
 		}()
 	}
-	wg.Wait()
-	if err := s.Cat.RecordOutcomes(context.WithoutCancel(ctx), results); err != nil {
-		return 0, err
+	return n, nil
+}
+
+// record commits what attempts came to, and counts them.
+func (s *Sender) record(ctx context.Context, done []result) {
+	outs := make([]catalog.Outcome, len(done))
+	for i, r := range done {
+		outs[i] = r.out
 	}
-	n := 0
-	for i, r := range results {
-		if r.ID != 0 {
-			n++
-		}
+	if err := s.Cat.RecordOutcomes(context.WithoutCancel(ctx), outs); err != nil {
+		// Nothing recorded: the events are sent again, under their ids.
+		s.Log.Warn("webhook: recording deliveries failed; they will be sent again", "error", err.Error())
+		return
+	}
+	for _, r := range done {
 		switch {
-		case r.Delivered:
-			s.Metrics.delivered(s.Now().Sub(evs[i].At))
-		case r.Failed:
+		case r.out.Delivered:
+			s.Metrics.delivered(s.Now().Sub(r.event.At))
+		case r.out.Failed:
 			s.Metrics.failed()
-		case r.ID != 0:
+		case r.out.ID != 0:
 			s.Metrics.retried()
 		}
 	}
-	s.count(ctx)
-	return n, nil
 }
 
 // count refreshes the gauges; a long outbox at most once a second, since

@@ -355,3 +355,30 @@ func waitMetrics(t *testing.T, e *testenv.Env, token string, lines ...string) st
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSlowEndpointHoldsOnlyItsTenant: one tenant's endpoint that takes
+// seconds to answer holds back that tenant's events only; another
+// tenant's arrive meanwhile.
+func TestSlowEndpointHoldsOnlyItsTenant(t *testing.T) {
+	te := setup(t, testenv.Options{Webhooks: fast})
+	slow := make(chan struct{})
+	defer close(slow)
+	te.rcv.FailWith(func(int) int { <-slow; return 0 })
+	other := webhooktest.Start(t, t.TempDir())
+	k := te.e.NewKey(te.e.Tenant("globex"), "write")
+	te.e.CLI("tenant", "set-webhook", "globex", other.URL, "--secret-file", other.SecretFile, "--ca-file", other.CAFile)
+	for i := 0; i < 10; i++ {
+		te.store(t, "POST", "", apitest.NewVcon(ids.NewRandom().String(), "slow", "+15550100000"), 201)
+	}
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		if r := te.e.Do("POST", "/vcons", k.Token, apitest.NewVcon(ids.NewRandom().String(), "other", "+15550100000"), "Content-Type", "application/vcon"); r.Status != 201 {
+			t.Fatalf("POST: %d", r.Status)
+		}
+	}
+	other.WaitFor(t, 10, 3*time.Second)
+	if n := len(te.rcv.Events()); n != 0 {
+		t.Fatalf("the slow endpoint took %d events", n)
+	}
+	t.Logf("the other tenant's 10 events arrived in %v while the slow endpoint held its own", time.Since(start).Round(time.Millisecond))
+}

@@ -124,22 +124,29 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(400)
 		return
 	}
+	why := Verify(r.Secret, req.Header, body, time.Now())
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.attempts++
+	n, fail := r.attempts, r.fail
 	r.raw.Write(body)
 	r.raw.WriteByte('\n')
-	if why := Verify(r.Secret, req.Header, body, time.Now()); why != "" {
+	if why != "" {
 		r.bad = append(r.bad, why)
+	}
+	r.mu.Unlock()
+	if why != "" {
 		w.WriteHeader(401)
 		return
 	}
-	if r.fail != nil {
-		if st := r.fail(r.attempts); st != 0 {
+	// fail may block (a slow endpoint): it runs without the lock.
+	if fail != nil {
+		if st := fail(n); st != 0 {
 			w.WriteHeader(st)
 			return
 		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	id := req.Header.Get("webhook-id")
 	if r.seen[id] {
 		r.dups++

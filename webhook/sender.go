@@ -70,6 +70,7 @@ const (
 	workers   = 8
 	perTenant = workers / 2
 	look      = 64
+	pace      = 10 * time.Millisecond
 )
 
 // result is an attempt's outcome, with what the metrics need.
@@ -103,8 +104,11 @@ func (s *Sender) Run(ctx context.Context) {
 	lastCommits := ^uint64(0)
 	idle := time.Time{}
 	var done []result
+	var recorded, looked time.Time
 	for ctx.Err() == nil {
-		// Record what finished, in one commit.
+		// Record what finished, in one commit: at once when nothing else is
+		// in flight, else at most every `pace`, so that a busy sender
+		// commits its outcomes together rather than one by one.
 	drain:
 		for {
 			select {
@@ -114,7 +118,8 @@ func (s *Sender) Run(ctx context.Context) {
 				break drain
 			}
 		}
-		if len(done) > 0 {
+		if len(done) > 0 && (len(done) == len(inflight) || time.Since(recorded) >= pace) {
+			recorded = time.Now()
 			s.record(ctx, done)
 			for _, r := range done {
 				delete(inflight, r.event.ID)
@@ -127,8 +132,8 @@ func (s *Sender) Run(ctx context.Context) {
 		now := s.Now()
 		// Events are written by this process's commits, seen at once, or
 		// by a command line's, seen within a second.
-		if len(inflight) < workers && (commits != lastCommits || !now.Before(idle)) {
-			lastCommits = commits
+		if len(inflight) < workers && (commits != lastCommits || !now.Before(idle)) && (len(inflight) == 0 || time.Since(looked) >= pace) {
+			lastCommits, looked = commits, time.Now()
 			due := now
 			if !horizon.IsZero() {
 				due, horizon = horizon, time.Time{}
@@ -152,7 +157,7 @@ func (s *Sender) Run(ctx context.Context) {
 		case <-ctx.Done():
 		case r := <-results:
 			done = append(done, r) // recorded at the top of the loop
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(pace):
 		}
 	}
 }

@@ -246,20 +246,15 @@ func (s *Sender) endpoint(ctx context.Context, tenant ids.ID) *endpoint {
 	if err != nil {
 		return nil
 	}
-	sec, err := s.Key.OpenSecret(tenant, w.Secret)
-	if err == nil {
-		var key []byte
-		if key, err = ParseSecret(string(sec)); err == nil {
-			client, err := s.client(w.CAPEM)
-			if err == nil {
-				return &endpoint{url: w.URL, key: key, client: client}
-			}
-		}
-	}
+	ep, err := s.open(w)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.warned == nil {
 		s.warned = map[ids.ID]bool{}
+	}
+	if err == nil {
+		delete(s.warned, tenant)
+		return ep
 	}
 	if !s.warned[tenant] {
 		s.warned[tenant] = true
@@ -268,6 +263,24 @@ func (s *Sender) endpoint(ctx context.Context, tenant ids.ID) *endpoint {
 		s.Log.Warn("webhook: a tenant's webhook secret does not open with this master key (a rotation?); its events wait until the webhook is set again", "error", err.Error())
 	}
 	return nil
+}
+
+// open makes the endpoint of a webhook's row: its secret opened, its
+// client made.
+func (s *Sender) open(w catalog.Webhook) (*endpoint, error) {
+	sec, err := s.Key.OpenSecret(w.Tenant, w.Secret)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ParseSecret(string(sec))
+	if err != nil {
+		return nil, err
+	}
+	client, err := s.client(w.CAPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &endpoint{url: w.URL, key: key, client: client}, nil
 }
 
 // client returns the HTTP client that trusts caPEM (the system's roots

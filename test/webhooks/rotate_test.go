@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,4 +37,28 @@ func TestRotationReseals(t *testing.T) {
 	if ev := rcv.WaitFor(t, 1, 20*time.Second); ev[0].Data.UUID != u {
 		t.Fatalf("event %+v", ev[0])
 	}
+}
+
+// TestSecretThatDoesNotOpen: a secret sealed under another master key (a
+// rotation cut before it sealed them again) holds the tenant's events,
+// with one warning that names no tenant; setting the webhook again sends
+// them.
+func TestSecretThatDoesNotOpen(t *testing.T) {
+	te := setup(t, testenv.Options{Webhooks: fast})
+	if _, err := te.e.Daemon.Cat.DB().Exec(`UPDATE webhooks SET secret = randomblob(80)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		te.store(t, "POST", "", apitest.NewVcon(ids.NewRandom().String(), "waits", "+15550100000"), 201)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if a, _, _ := te.rcv.Stats(); a != 0 {
+		t.Fatalf("%d deliveries without a secret that opens", a)
+	}
+	log := te.e.Log.String()
+	if n := strings.Count(log, "webhook secret does not open"); n != 1 || strings.Contains(log, te.tenant) {
+		t.Fatalf("the warning came %d times (want 1, naming no tenant):\n%s", n, log)
+	}
+	te.e.CLI("tenant", "set-webhook", "acme", te.rcv.URL, "--secret-file", te.rcv.SecretFile, "--ca-file", te.rcv.CAFile)
+	te.rcv.WaitFor(t, 3, 20*time.Second)
 }

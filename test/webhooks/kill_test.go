@@ -44,12 +44,23 @@ func TestKilledWithEventsPending(t *testing.T) {
 	if got := len(rcv.Events()); got != 0 {
 		t.Fatalf("the receiver took %d events while answering 500", got)
 	}
+	before := rcv.Asked()
 	rcv.FailWith(nil)
 	start := time.Now()
 	p = e.StartBinary()
 	defer p.Stop()
-	rcv.WaitFor(t, n, 30*time.Second)
+	got := rcv.WaitFor(t, n, 30*time.Second)
 	took := time.Since(start)
+	// Each event came back under the webhook-id of its failed attempts.
+	for _, ev := range got {
+		if before[ev.ID] == 0 {
+			t.Errorf("event %s arrived under a webhook-id no attempt before the kill had", ev.ID)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if extra := len(rcv.Events()) - n; extra != 0 || len(before) != n {
+		t.Errorf("%d events more than stored; %d ids before the kill, want %d", extra, len(before), n)
+	}
 	if _, _, bad := rcv.Stats(); len(bad) > 0 {
 		t.Fatalf("badly signed: %v", bad)
 	}

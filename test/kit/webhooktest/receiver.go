@@ -46,6 +46,7 @@ type Receiver struct {
 	mu       sync.Mutex
 	events   []Event         // first deliveries, in arrival order
 	seen     map[string]bool // webhook-ids taken
+	asked    map[string]int  // requests per webhook-id, failed ones too
 	dups     int             // deliveries of an id already taken
 	attempts int             // every request
 	bad      []string        // why a delivery was refused as unsigned
@@ -57,7 +58,7 @@ type Receiver struct {
 func Start(t testing.TB, dir string) *Receiver {
 	key := make([]byte, 32)
 	rand.Read(key)
-	r := &Receiver{Secret: "whsec_" + base64.StdEncoding.EncodeToString(key), seen: map[string]bool{}}
+	r := &Receiver{Secret: "whsec_" + base64.StdEncoding.EncodeToString(key), seen: map[string]bool{}, asked: map[string]int{}}
 	r.Srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.Srv.Close)
 	r.URL = r.Srv.URL + "/hooks/vcon"
@@ -127,6 +128,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	why := Verify(r.Secret, req.Header, body, time.Now())
 	r.mu.Lock()
 	r.attempts++
+	r.asked[req.Header.Get("webhook-id")]++
 	n, fail := r.attempts, r.fail
 	r.raw.Write(body)
 	r.raw.WriteByte('\n')
@@ -178,6 +180,18 @@ func (r *Receiver) Stats() (attempts, dups int, bad []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.attempts, r.dups, append([]string(nil), r.bad...)
+}
+
+// Asked returns how many requests came with each webhook-id, failed
+// ones included.
+func (r *Receiver) Asked() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.asked))
+	for id, n := range r.asked {
+		out[id] = n
+	}
+	return out
 }
 
 // Raw is every body received, one a line.

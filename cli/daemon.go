@@ -94,6 +94,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	} else if n > 0 {
 		log.Info("start-up recovery removed spool files a crash left", "removed", n)
 	}
+	if n := removeRestoreScratch(cfg.DataDir); n > 0 {
+		log.Info("start-up recovery removed the partial catalog of a killed restore", "removed", n)
+	}
 	// A killed export's scratch folder goes now, not at the next export:
 	// it may hold the live ids of its tenant.
 	if n := export.RemoveStaleScratch(objstore.SpoolDir(cfg.DataDir)); n > 0 {

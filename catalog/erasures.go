@@ -246,13 +246,9 @@ func (tx *Tx) eraseKeys(versions []ids.ID) ([]Version, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, id[:]); err != nil {
+		if err := tx.destroyKey(&v); err != nil {
 			return nil, err
 		}
-		if err := tx.dropTokens(id); err != nil {
-			return nil, err
-		}
-		v.WrappedKey, v.Purge = nil, KeyDestroyed
 		out = append(out, v)
 	}
 	return out, nil
@@ -269,16 +265,7 @@ func (tx *Tx) idsOf(q string, args ...any) ([]ids.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, ids.ID(b))
-	}
-	return out, rows.Err()
+	return scanIDs(rows)
 }
 
 // CountEncrypted counts a tenant's kept versions that are encrypted: the

@@ -220,22 +220,7 @@ func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
 // VersionIDs lists every version of a vCon the catalog still has: current,
 // hidden, or with its purge under way.
 func (tx *Tx) VersionIDs(tenant, uuid ids.ID) ([]ids.ID, error) {
-	rows, err := tx.query(`SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		var id ids.ID
-		copy(id[:], b)
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return tx.idsOf(`SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
 }
 
 // DestroyKeys is the first step of a purge: for each version that is, as
@@ -258,16 +243,25 @@ func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, id[:]); err != nil {
+		if err := tx.destroyKey(&v); err != nil {
 			return nil, err
 		}
-		if err := tx.dropTokens(id); err != nil {
-			return nil, err
-		}
-		v.WrappedKey, v.Purge = nil, KeyDestroyed
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// destroyKey deletes v's wrapped data key and its search tokens: the row
+// found eligible by the caller's own query, in this transaction.
+func (tx *Tx) destroyKey(v *Version) error {
+	if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, v.ID[:]); err != nil {
+		return err
+	}
+	if err := tx.dropTokens(v.ID); err != nil {
+		return err
+	}
+	v.WrappedKey, v.Purge = nil, KeyDestroyed
+	return nil
 }
 
 // DueCursor is where a sweep stands among the versions whose purge may be
@@ -411,6 +405,11 @@ func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, 
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
+	return scanIDs(rows)
+}
+
+// scanIDs reads a one-column result of ids, and closes it.
+func scanIDs(rows *sql.Rows) ([]ids.ID, error) {
 	defer rows.Close()
 	var out []ids.ID
 	for rows.Next() {

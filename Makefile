@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench soak scale replica-bench webhook-bench fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench perf soak scale replica-bench webhook-bench fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -38,8 +38,23 @@ lint:
 	$(GO) vet ./...
 	cd test/openapi && $(GO) vet ./...
 
+# Every Go benchmark, then perf's table.
 bench: test-tools
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(PERF)
+
+# Issue 15's benchmark table: what the server adds to the S3 calls and the
+# disk writes it makes (S3 store and read at 8 and 16 clients against a
+# do-nothing TLS proxy and raw S3, the data directory against an fsync
+# loop, packed reads, a pack run, export, p50/p99, server and export RSS),
+# each figure beside its baseline from the same run, as one markdown
+# table; about 8 minutes on 2 cores. Knobs (test/bench/perf_test.go):
+# VCON_PERF_SECONDS, VCON_PERF_VERSIONS (100,000 by default; 990000 for
+# RSS at 1,000,000), VCON_PERF_ROWS, VCON_CPUPROFILE_DIR (the server's CPU
+# profile per row). Never part of test.
+PERF = VCON_PERF=1 $(GO) test -count=1 -timeout 180m -v -run '^TestPerf$$' ./test/bench/
+perf: test-tools
+	$(PERF)
 
 release:
 	mkdir -p dist && rm -f dist/vcon-server-linux-* dist/SHA256SUMS

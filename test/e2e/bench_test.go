@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,18 +13,14 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
 const benchClients = 16
 
-// vcon4k is an unsigned vCon of about 4 KiB.
-func vcon4k(uuid string) []byte {
-	body := apitest.NewVcon(uuid, "benchmark", "+15555550100")
-	pad := 4096 - len(body) - len(`,"pad":""`)
-	return append(body[:len(body)-1], []byte(`,"pad":"`+strings.Repeat("x", pad)+`"}`)...)
-}
+// vcon4k is the 4 KiB vCon every ingest benchmark stores.
+func vcon4k(uuid string) []byte { return benchkit.Vcon4K(uuid) }
 
 // parallel runs n calls of fn over benchClients goroutines.
 func parallel(b *testing.B, n int, fn func(client int) error) {
@@ -114,24 +109,7 @@ func BenchmarkIngestBaseline(b *testing.B) {
 	defer d.Close()
 	b.SetBytes(4096)
 	b.ResetTimer()
-	parallel(b, b.N, func(int) error {
-		name := filepath.Join(dir, ids.NewRandom().String())
-		f, err := os.OpenFile(name+".tmp", os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(body); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
-		f.Close()
-		if err := os.Rename(name+".tmp", name); err != nil {
-			return err
-		}
-		return d.Sync()
-	})
+	parallel(b, b.N, func(int) error { return benchkit.WriteDurable(d, dir, body) })
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stores/s")
 }

@@ -27,6 +27,9 @@ type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has ended
 	Log  string
+	// Profile is the CPU profile the process writes when it stops, ""
+	// when it writes none (StartProfiled).
+	Profile string
 }
 
 // StartBinary runs `vcon-server serve` on the Env's configuration (whose
@@ -35,12 +38,17 @@ type Proc struct {
 // before answering.
 func (e *Env) StartBinary(env ...string) *Proc {
 	e.T.Helper()
+	return e.startBinaryAt(Binary(e.T), env...)
+}
+
+func (e *Env) startBinaryAt(bin string, env ...string) *Proc {
+	e.T.Helper()
 	p := &Proc{done: make(chan struct{}), Log: filepath.Join(e.Dir, "serve.log")}
 	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	p.cmd = exec.Command(Binary(e.T), "serve", "--config", e.ConfigPath)
+	p.cmd = exec.Command(bin, "serve", "--config", e.ConfigPath)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,73 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+)
+
+// CPUProfileEnv names the variable that turns server CPU profiles on: a
+// directory where StartProfiled's servers write one profile each. Unset,
+// StartProfiled is StartBinary and nothing else changes.
+const CPUProfileEnv = "VCON_CPUPROFILE_DIR"
+
+// CPUProfileDir is the directory of CPUProfileEnv, "" when profiles are off.
+func CPUProfileDir() string { return os.Getenv(CPUProfileEnv) }
+
+var (
+	profOnce sync.Once
+	profPath string
+	profErr  error
+)
+
+// ProfiledBinary builds test/kit/testenv/cpuprofiled once per test
+// process (vcon-server's cli.Main inside a CPU profile, built as Binary
+// builds the real one) and returns its path.
+func ProfiledBinary(t testing.TB) string {
+	t.Helper()
+	profOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vcon-server-prof")
+		if err != nil {
+			profErr = err
+			return
+		}
+		profPath = filepath.Join(dir, "vcon-server")
+		cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", profPath, "./test/kit/testenv/cpuprofiled")
+		cmd.Dir = ModuleRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			profErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if profErr != nil {
+		t.Fatal(profErr)
+	}
+	return profPath
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// StartProfiled is StartBinary, except that with CPUProfileEnv set the
+// server writes its CPU profile to <dir>/<name>.pprof when it stops
+// (Proc.Stop); Proc.Profile is that path. Stop it before reading it.
+func (e *Env) StartProfiled(name string, env ...string) *Proc {
+	e.T.Helper()
+	dir := CPUProfileDir()
+	if dir == "" {
+		return e.StartBinary(env...)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		e.T.Fatal(err)
+	}
+	path, err := filepath.Abs(filepath.Join(dir, unsafeName.ReplaceAllString(name, "_")+".pprof"))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	p := e.startBinaryAt(ProfiledBinary(e.T), append(env, "VCON_CPUPROFILE_OUT="+path)...)
+	p.Profile = path
+	return p
+}

@@ -10,7 +10,6 @@ import (
 	"hash"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/vcon-server/vcon-server/s3sig"
@@ -26,10 +25,10 @@ type S3 struct {
 }
 
 // NewS3 returns the store of bucket through c. Keys live under prefix,
-// which is "" or ends with "/" (one is added if it lacks it). Uploads are
-// spooled to temporary files in spoolDir (the system's temporary folder
-// when ""), so a PutObject knows its length and hash before it starts and
-// can be sent again whole on a retry.
+// which is "" or ends with "/" (one is added if it lacks it). An upload is
+// held in memory, or above 1 MiB in a sealed spool file in spoolDir (the
+// system's temporary folder when ""), so a PutObject knows its length and
+// hash before it starts and can be sent again whole on a retry.
 func NewS3(c *s3sig.Client, bucket, prefix, spoolDir string) *S3 {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
@@ -83,19 +82,8 @@ func (s *S3) Upload(ctx context.Context, key string, createOnly bool) (Upload, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The spool file is unlinked at once and used through its descriptor
-	// only: a kill leaves nothing behind, which matters for an export's
-	// files, whose columns may be in the clear (docs/export.md).
-	f, err := os.CreateTemp(s.spoolDir, ".s3-upload-*")
-	if err != nil {
-		return nil, fmt.Errorf("objstore: spool file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("objstore: spool file: %w", err)
-	}
-	return &s3Upload{s: s, ctx: ctx, key: full, createOnly: createOnly, f: f,
-		sha: sha256.New(), md5: md5.New()}, nil
+	return &s3Upload{s: s, ctx: ctx, key: full, createOnly: createOnly,
+		body: newUploadBody(s.spoolDir), sha: sha256.New(), md5: md5.New()}, nil
 }
 
 type s3Upload struct {
@@ -103,7 +91,7 @@ type s3Upload struct {
 	ctx        context.Context
 	key        string
 	createOnly bool
-	f          *os.File
+	body       *uploadBody // nil once the upload ended
 	sha, md5   hash.Hash
 	n          int64
 	err        error // the first write error, returned by Commit too
@@ -119,12 +107,12 @@ func (u *s3Upload) Write(p []byte) (int, error) {
 	if u.err != nil {
 		return 0, u.err
 	}
-	n, err := u.f.Write(p)
+	n, err := u.body.Write(p)
 	u.sha.Write(p[:n])
 	u.md5.Write(p[:n])
 	u.n += int64(n)
 	if err != nil {
-		u.err = fmt.Errorf("objstore: spool file: %w", err)
+		u.err = err
 		return n, u.err
 	}
 	return n, nil
@@ -138,12 +126,9 @@ func (u *s3Upload) Commit() error {
 	if u.err != nil {
 		return u.err
 	}
-	if _, err := u.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("objstore: spool file: %w", err)
-	}
 	// The payload hash is signed, so the bucket checks that it stored
-	// exactly the spooled bytes; the client rewinds the file on retries.
-	_, err := u.s.c.PutObject(u.ctx, u.s.bucket, u.key, u.f, u.n, s3sig.PutOptions{
+	// exactly the bytes written; the client rewinds the body on retries.
+	_, err := u.s.c.PutObject(u.ctx, u.s.bucket, u.key, u.body.reader(), u.n, s3sig.PutOptions{
 		IfNoneMatch: u.createOnly,
 		SHA256:      hex.EncodeToString(u.sha.Sum(nil)),
 	})
@@ -182,15 +167,14 @@ func (u *s3Upload) ownObject() (bool, error) {
 	return strings.Trim(info.ETag, `"`) == hex.EncodeToString(u.md5.Sum(nil)), nil
 }
 
-// Abort closes the spool file, which frees it; after Commit it does
-// nothing more.
+// Abort frees the buffer or spool file; after Commit it does nothing
+// more. The client reads the body only while PutObject runs (an attempt's
+// body is detached when it ends), so the buffer can go back to its pool.
 func (u *s3Upload) Abort() {
-	if u.f == nil {
-		u.done = true
-		return
+	if u.body != nil {
+		u.body.release()
+		u.body = nil
 	}
-	u.f.Close()
-	u.f = nil
 	u.done = true
 }
 

@@ -253,8 +253,8 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestS3Retries proves that the client retries 503, a conflicting
-// conditional write and a dropped connection, sending the whole spooled
-// body again each time, and never retries a 403. "lost" is a create-only
+// conditional write and a dropped connection, sending the whole body again
+// each time, from memory or from the spool file, and never retries a 403. "lost" is a create-only
 // put whose first attempt stored the object but lost the answer: the
 // retry's 412 is the upload's own object, not ErrExists.
 func TestS3Retries(t *testing.T) {
@@ -290,40 +290,51 @@ func TestS3Retries(t *testing.T) {
 	s := objstore.NewS3(c, srv.NewBucket(t, false), "", spool)
 	payload := strings.Repeat("sealed bytes ", 5000)
 
-	for _, word := range []string{"slowdown", "conflict", "reset", "lost"} {
-		t.Run(word, func(t *testing.T) {
-			key := "objects/" + word
-			if err := put(t, s, key, payload, true); err != nil {
-				t.Fatalf("put through %s: %v", word, err)
-			}
-			if got := read(t, s, key); got != payload {
-				t.Fatalf("stored %d bytes, want %d", len(got), len(payload))
-			}
-			fp.mu.Lock()
-			bodies := fp.bodies[word]
-			fp.mu.Unlock()
-			// The PUT attempts, then the GET above (no body).
-			puts := 0
-			for _, b := range bodies {
-				if len(b) == 0 {
-					continue
+	// A small upload is sent from memory; one above the memory bound from
+	// its sealed spool file, which each retry rewinds.
+	for _, size := range []string{"memory", "spool"} {
+		body := payload
+		if size == "spool" {
+			body = strings.Repeat("sealed bytes ", 250000)
+		}
+		fp.mu.Lock()
+		fp.bodies = map[string][][]byte{}
+		fp.mu.Unlock()
+		for _, word := range []string{"slowdown", "conflict", "reset", "lost"} {
+			t.Run(size+"/"+word, func(t *testing.T) {
+				key := "objects/" + size + "/" + word
+				if err := put(t, s, key, body, true); err != nil {
+					t.Fatalf("put through %s: %v", word, err)
 				}
-				puts++
-				if string(b) != payload {
-					t.Errorf("attempt %d sent %d bytes, want the whole %d: the body was not rewound", puts, len(b), len(payload))
+				if got := read(t, s, key); got != body {
+					t.Fatalf("stored %d bytes, want %d", len(got), len(body))
 				}
-			}
-			want := map[string]int{"slowdown": 3, "conflict": 2, "lost": 2}[word]
-			if word == "reset" {
-				// The dropped attempt's body may be cut short; the
-				// retry is the second request the proxy saw.
-				puts = len(bodies) - 1
-				want = 2
-			}
-			if puts != want {
-				t.Errorf("%d PUT attempts, want %d", puts, want)
-			}
-		})
+				fp.mu.Lock()
+				bodies := fp.bodies[word]
+				fp.mu.Unlock()
+				// The PUT attempts, then the GET above (no body).
+				puts := 0
+				for _, b := range bodies {
+					if len(b) == 0 {
+						continue
+					}
+					puts++
+					if string(b) != body {
+						t.Errorf("attempt %d sent %d bytes, want the whole %d: the body was not rewound", puts, len(b), len(body))
+					}
+				}
+				want := map[string]int{"slowdown": 3, "conflict": 2, "lost": 2}[word]
+				if word == "reset" {
+					// The dropped attempt's body may be cut short; the
+					// retry is the second request the proxy saw.
+					puts = len(bodies) - 1
+					want = 2
+				}
+				if puts != want {
+					t.Errorf("%d PUT attempts, want %d", puts, want)
+				}
+			})
+		}
 	}
 
 	t.Run("denied", func(t *testing.T) {

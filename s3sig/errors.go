@@ -99,6 +99,10 @@ func (e *Error) retryable() bool {
 	switch {
 	case e.Is(ErrInsufficientStorage):
 		return false
+	case e.StatusCode == http.StatusNotImplemented:
+		// The server does not offer the call (DeleteObjects on some
+		// gateways): asking again cannot change that.
+		return false
 	case e.StatusCode >= 500, e.StatusCode == http.StatusTooManyRequests:
 		return true
 	case e.StatusCode == http.StatusConflict && e.Code == "ConditionalRequestConflict":

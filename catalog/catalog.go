@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +50,7 @@ type Catalog struct {
 	commits      atomic.Uint64 // write batches committed by this process
 	ckMu         sync.Mutex    // one checkpoint at a time
 	checkpointed uint64        // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
+	stmts        stmts         // the hot queries, prepared (stmts.go)
 	// Now is the clock of every recorded time; tests replace it.
 	Now func() time.Time
 }
@@ -64,6 +64,7 @@ type writeReq struct {
 // Tx is a write transaction handed to the functions given to Update.
 type Tx struct {
 	tx  *sql.Tx
+	c   *Catalog
 	ctx context.Context
 	now time.Time
 }
@@ -138,6 +139,10 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
+	// As many kept idle as may be open: a connection closed for want of
+	// an idle slot (the default keeps 2) is opened again at the next burst,
+	// reading the schema and preparing its statements anew.
+	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	c := &Catalog{db: db, path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
 	err = c.migrate(ctx)
@@ -222,6 +227,7 @@ func (c *Catalog) DB() *sql.DB { return c.db }
 func (c *Catalog) Close() error {
 	close(c.reqs)
 	<-c.done
+	c.closeStmts()
 	return c.db.Close()
 }
 
@@ -292,25 +298,27 @@ func (c *Catalog) commitBatch(batch []*writeReq) {
 		return
 	}
 	now := c.Now()
+	// One savepoint name serves every call: each is released before the
+	// next starts, and a fixed text stays prepared (stmts.go).
+	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
-		sp := "w" + strconv.Itoa(i)
-		if _, err := sqlTx.Exec("SAVEPOINT " + sp); err != nil {
+		if _, err := sp.exec("SAVEPOINT w"); err != nil {
 			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
 			continue
 		}
-		errs[i] = r.fn(&Tx{tx: sqlTx, ctx: r.ctx, now: now})
+		errs[i] = r.fn(&Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now})
 		if errs[i] != nil {
-			if _, err := sqlTx.Exec("ROLLBACK TO " + sp); err != nil {
+			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
 				sqlTx.Rollback()
 				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
 				return
 			}
 		}
-		if _, err := sqlTx.Exec("RELEASE " + sp); err != nil {
+		if _, err := sp.exec("RELEASE w"); err != nil {
 			sqlTx.Rollback()
 			fail(fmt.Errorf("catalog: release savepoint: %w", err))
 			return
@@ -405,18 +413,6 @@ func (tx *Tx) SetMeta(key string, value []byte) error {
 
 // Now is the time of the transaction's batch.
 func (tx *Tx) Now() time.Time { return tx.now }
-
-func (tx *Tx) exec(q string, args ...any) (sql.Result, error) {
-	return tx.tx.ExecContext(tx.ctx, q, args...)
-}
-
-func (tx *Tx) queryRow(q string, args ...any) *sql.Row {
-	return tx.tx.QueryRowContext(tx.ctx, q, args...)
-}
-
-func (tx *Tx) query(q string, args ...any) (*sql.Rows, error) {
-	return tx.tx.QueryContext(tx.ctx, q, args...)
-}
 
 func nanos(t time.Time) int64 { return t.UnixNano() }
 

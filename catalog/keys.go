@@ -119,7 +119,7 @@ func (c *Catalog) KeyByToken(ctx context.Context, token string) (Key, error) {
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return Key{}, ErrNotFound
 	}
-	k, err := scanKey(c.db.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys WHERE token_hash = ?`, HashToken(token)))
+	k, err := scanKey(c.queryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE token_hash = ?`, HashToken(token)))
 	if err != nil {
 		return k, err
 	}

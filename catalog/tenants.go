@@ -84,7 +84,7 @@ func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 
 // Tenant finds a tenant by id.
 func (c *Catalog) Tenant(ctx context.Context, id ids.ID) (Tenant, error) {
-	return scanTenant(c.db.QueryRowContext(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
+	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
 }
 
 // Tenant reads a tenant inside a write transaction.
@@ -101,7 +101,7 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 			return t, err
 		}
 	}
-	return scanTenant(c.db.QueryRowContext(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`, idOrName))
+	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`, idOrName))
 }
 
 // Tenants lists every tenant by name.

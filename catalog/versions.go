@@ -139,14 +139,14 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 // HasCurrent reports whether the vCon has a current version.
 func (c *Catalog) HasCurrent(ctx context.Context, tenant, uuid ids.ID) (bool, error) {
 	var n int
-	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NOT NULL`, tenant[:], uuid[:]).Scan(&n)
+	err := c.queryRow(ctx, `SELECT count(*) FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NOT NULL`, tenant[:], uuid[:]).Scan(&n)
 	return n > 0, err
 }
 
 // Current returns the current version of a vCon; ErrNotFound when it has
 // none (never stored, deleted, or another tenant's).
 func (c *Catalog) Current(ctx context.Context, tenant, uuid ids.ID) (Version, error) {
-	v, err := scanVersion(c.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM vcons c JOIN versions v ON v.id = c.current
+	v, err := scanVersion(c.queryRow(ctx, `SELECT `+versionCols+` FROM vcons c JOIN versions v ON v.id = c.current
 		WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0`, tenant[:], uuid[:]))
 	v.Current = err == nil
 	return v, err
@@ -154,7 +154,7 @@ func (c *Catalog) Current(ctx context.Context, tenant, uuid ids.ID) (Version, er
 
 // Version returns one version by id, whatever its state.
 func (c *Catalog) Version(ctx context.Context, id ids.ID) (Version, error) {
-	return scanVersion(c.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
+	return scanVersion(c.queryRow(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
 }
 
 // Versions lists the kept versions of a vCon, newest first.
@@ -396,7 +396,7 @@ func (c *Catalog) CountByLocation(ctx context.Context) (map[Location]int, error)
 // Exists reports whether the catalog has a row for the version.
 func (c *Catalog) Exists(ctx context.Context, id ids.ID) (bool, error) {
 	var n int
-	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE id = ?`, id[:]).Scan(&n)
+	err := c.queryRow(ctx, `SELECT count(*) FROM versions WHERE id = ?`, id[:]).Scan(&n)
 	return n > 0, err
 }
 
@@ -427,6 +427,6 @@ func scanIDs(rows *sql.Rows) ([]ids.ID, error) {
 // TenantsWithPacked counts the tenants that have packed versions.
 func (c *Catalog) TenantsWithPacked(ctx context.Context) (int, error) {
 	var n int
-	err := c.db.QueryRowContext(ctx, `SELECT count(DISTINCT tenant) FROM versions WHERE location = ?`, string(Packed)).Scan(&n)
+	err := c.queryRow(ctx, `SELECT count(DISTINCT tenant) FROM versions WHERE location = ?`, string(Packed)).Scan(&n)
 	return n, err
 }

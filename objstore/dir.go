@@ -23,7 +23,8 @@ const tempPrefix = ".tmp-"
 // Dir is a Store over a local directory, the server's data directory: the
 // key "objects/<tenant id>/<version id>" is the file of that path under it.
 type Dir struct {
-	root string
+	root  string
+	syncs dirSyncs // the folder syncs shared by concurrent commits
 }
 
 // NewDir opens the directory root, which must exist (init creates it, with
@@ -89,7 +90,7 @@ func (d *Dir) Upload(ctx context.Context, key string, createOnly bool) (Upload, 
 	if err != nil {
 		return nil, fsErr("create temporary file", err)
 	}
-	return &dirUpload{ctx: ctx, f: f, dir: dir, final: final, createOnly: createOnly}, nil
+	return &dirUpload{ctx: ctx, f: f, d: d, dir: dir, final: final, createOnly: createOnly}, nil
 }
 
 // mkdirs creates the folders leading to dir with mode 0700 and syncs the
@@ -122,6 +123,7 @@ func (d *Dir) mkdirs(dir string) error {
 type dirUpload struct {
 	ctx        context.Context
 	f          *os.File
+	d          *Dir
 	dir, final string
 	createOnly bool
 	err        error // the first write error, returned again by Commit
@@ -188,8 +190,9 @@ func (u *dirUpload) commit(tmp string) error {
 	} else if err := os.Rename(tmp, u.final); err != nil {
 		return fsErr("rename", err)
 	}
-	// The new name is durable only once its folder is synced.
-	return syncDir(u.dir)
+	// The new name is durable only once its folder is synced: by a sync
+	// that starts after the rename, which concurrent commits share.
+	return u.d.syncs.sync(u.dir)
 }
 
 func (u *dirUpload) Abort() {
@@ -306,7 +309,7 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fsErr("delete", err)
 	}
-	return syncDir(filepath.Dir(p))
+	return d.syncs.sync(filepath.Dir(p))
 }
 
 // List walks the folders under prefix. The prefix may end inside a name

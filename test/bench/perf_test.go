@@ -40,7 +40,13 @@ func envInt(t testing.TB, name string, def int) int {
 	return n
 }
 
+// smoke, set by TestPerfSmoke, shortens every load to a second.
+var smoke bool
+
 func measureFor(t testing.TB) time.Duration {
+	if smoke {
+		return time.Second
+	}
 	return time.Duration(envInt(t, "VCON_PERF_SECONDS", 5)) * time.Second
 }
 
@@ -129,17 +135,38 @@ func TestPerf(t *testing.T) {
 	}
 }
 
+// TestPerfSmoke runs two of TestPerf's groups in `make test`, with
+// loads of a second and few reads, so that the benchmark keeps working as
+// the server changes (its log lines, the catalog, the pack runs): it
+// judges no figure.
+func TestPerfSmoke(t *testing.T) {
+	if os.Getenv("VCON_PERF") == "1" {
+		t.Skip("TestPerf runs instead")
+	}
+	smoke = true
+	defer func() { smoke = false }()
+	tb := &table{}
+	dirRows(t, tb)
+	packedRows(t, tb)
+	if len(tb.rows) != 4 || !strings.Contains(tb.markdown(), "| data directory store, 16 clients") {
+		t.Fatalf("the table:\n%s", tb.markdown())
+	}
+}
+
 // describe is the table's heading: the tree measured and the machine.
 func describe(t testing.TB) string {
 	root := testenv.ModuleRoot(t)
 	git := func(args ...string) string {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = root
-		out, _ := cmd.Output()
+		out, err := cmd.Output()
+		if err != nil {
+			return "?"
+		}
 		return strings.TrimSpace(string(out))
 	}
 	dirty := ""
-	if git("status", "--porcelain", "--untracked-files=no") != "" {
+	if st := git("status", "--porcelain", "--untracked-files=no"); st != "" && st != "?" {
 		dirty = " with uncommitted changes"
 	}
 	return fmt.Sprintf("Issue 15 benchmark, %s, commit %s%s; %d seconds a load, load average at the start: %s.\n\n",
@@ -160,17 +187,21 @@ func profileTops(dir string) string {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.pprof"))
 	var b strings.Builder
 	for _, f := range files {
-		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=12", f).CombinedOutput()
-		fmt.Fprintf(&b, "\n%s:\n", filepath.Base(f))
-		if err != nil {
-			fmt.Fprintf(&b, "(pprof: %v)\n", err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		for _, l := range lines {
-			if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") {
-				continue
+		// By flat time (the leaves) and by cumulative time (where they are
+		// called from, as the issue's profiles are described).
+		for _, how := range [][]string{{"-top"}, {"-top", "-cum"}} {
+			args := append(append([]string{"tool", "pprof"}, how...), "-nodecount=12", f)
+			out, err := exec.Command("go", args...).CombinedOutput()
+			fmt.Fprintf(&b, "\n%s (%s):\n", filepath.Base(f), strings.Join(how, " "))
+			if err != nil {
+				fmt.Fprintf(&b, "    (pprof: %v)\n", err)
 			}
-			b.WriteString("    " + l + "\n")
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") || strings.HasPrefix(l, "Showing") || strings.HasPrefix(l, "Dropped") {
+					continue
+				}
+				b.WriteString("    " + l + "\n")
+			}
 		}
 	}
 	return b.String()

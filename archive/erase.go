@@ -178,9 +178,11 @@ func (a *Archive) finishErasure(ctx context.Context, tenant, id ids.ID) (catalog
 }
 
 // erasureCompleted runs inside the transaction that records an erasure
-// done, once: the place of its erasure.completed webhook event
-// (docs/erasure.md), which goes out with that commit or not at all.
-func erasureCompleted(tx *catalog.Tx, e catalog.Erasure) error { return nil }
+// done, once: it writes the erasure's erasure.completed webhook event
+// (docs/webhooks.md), which goes out with that commit or not at all.
+func erasureCompleted(tx *catalog.Tx, e catalog.Erasure) error {
+	return tx.ErasureCompleted(e.Tenant, e.ID)
+}
 
 // erasePending records why an erasure waits, for GET /erasures/{id}, and
 // returns it as an *ErasePending.

@@ -11,10 +11,10 @@ import (
 	"github.com/vcon-server/vcon-server/seal"
 )
 
-// RotateMasterKey re-wraps every data key of cat from oldKey to newKey in
-// one transaction (docs/FORMAT.md, "Master-key rotation"). The server is
-// stopped: one running on the old key would wrap new data keys that the
-// new key cannot open. Nothing changes unless the transaction commits, so
+// RotateMasterKey re-wraps every data key of cat, and seals every webhook
+// secret again, from oldKey to newKey in one transaction (docs/FORMAT.md,
+// "Master-key rotation"). The server is stopped: one running on the old
+// key would wrap new data keys that the new key cannot open. Nothing changes unless the transaction commits, so
 // a rotation cut off anywhere leaves the old key working. rewrapped, when
 // not nil, is told each key re-wrapped (1), for a progress line; it runs
 // inside the transaction, so it must be quick.
@@ -29,22 +29,19 @@ func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *
 		}
 		return newKey.Wrap(dk, tenant, version)
 	}
-	n, err := cat.RotateKeys(ctx, newKey.CheckValue(), rewrap, func() { crashpoint.Hit(crashpoint.RotateBeforeCommit) })
-	if err != nil {
-		return 0, err
-	}
-	// Webhook secrets are sealed under the master key: seal them under the
-	// new one. A rotation cut before this leaves them under the old key,
-	// and the server asks for each webhook to be set again
-	// (docs/webhooks.md, "Master-key rotation").
-	if _, err := cat.ResealSecrets(ctx, func(tenant ids.ID, sealed []byte) ([]byte, error) {
+	// Webhook secrets are sealed under the master key: sealed under the
+	// new one in the same transaction, so no cut leaves one that neither
+	// key opens (docs/FORMAT.md, "Master-key rotation").
+	reseal := func(tenant ids.ID, sealed []byte) ([]byte, error) {
 		secret, err := oldKey.OpenSecret(tenant, sealed)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the webhook secret of tenant %s does not open with the current master key, so nothing was rotated; set the tenant's webhook again (vcon-server tenant set-webhook), or turn it off, then rotate", tenant)
 		}
 		return newKey.SealSecret(tenant, secret)
-	}); err != nil {
-		return n, fmt.Errorf("the rotation is committed, but sealing the webhook secrets under the new key failed; set each tenant's webhook again (vcon-server tenant set-webhook): %w", err)
+	}
+	n, err := cat.RotateKeys(ctx, newKey.CheckValue(), rewrap, reseal, func() { crashpoint.Hit(crashpoint.RotateBeforeCommit) })
+	if err != nil {
+		return 0, err
 	}
 	// Search indexes are keyed by the master key: those made under the old
 	// one are dropped now (serve would at its next start) so that nothing

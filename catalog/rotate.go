@@ -13,16 +13,23 @@ import (
 // rotation's transaction: CPU only, no I/O.
 type Rewrap func(tenant, version ids.ID, wrapped []byte) ([]byte, error)
 
+// Reseal turns a tenant's webhook secret sealed under the old master key
+// into the same secret sealed under the new one, inside the rotation's
+// transaction: CPU only, no I/O.
+type Reseal func(tenant ids.ID, sealed []byte) ([]byte, error)
+
 // qKeys pages through every tenant's data keys by version id: the primary
 // key.
 const qKeys = `SELECT id, tenant, wrapped_key FROM versions WHERE id > ? AND wrapped_key IS NOT NULL ORDER BY id LIMIT ?`
 
-// RotateKeys re-wraps every data key the catalog holds, records the new
-// master key's check value and the time of the rotation (meta key_check
-// and rotated_at) and an admin-log record, all in one transaction: either
-// every key and the check value move to the new master key, or none does
-// and the old key keeps working. An error from rewrap rolls everything
-// back. beforeCommit, when not nil, runs last inside the transaction (the
+// RotateKeys re-wraps every data key the catalog holds (and the receipts'
+// signing keys), seals every webhook secret again with reseal, records
+// the new master key's check value and the time of the rotation (meta
+// key_check and rotated_at) and an admin-log record, all in one
+// transaction: either every key, secret and the check value move to the
+// new master key, or none does and the old key keeps working
+// (docs/FORMAT.md, "Master-key rotation"). An error from rewrap or reseal
+// rolls everything back. beforeCommit, when not nil, runs last inside the transaction (the
 // crash point of tests). It returns how many keys it re-wrapped.
 //
 // Rows are read a page at a time, in version id order, inside the
@@ -30,7 +37,7 @@ const qKeys = `SELECT id, tenant, wrapped_key FROM versions WHERE id > ? AND wra
 // holds; the transaction's changed pages go to the WAL, which the caller
 // checkpoints afterwards so no key wrapped under the old master key stays
 // in the catalog's files.
-func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap, beforeCommit func()) (int, error) {
+func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap, reseal Reseal, beforeCommit func()) (int, error) {
 	n := 0
 	err := c.Update(ctx, func(tx *Tx) error {
 		n = 0
@@ -82,6 +89,11 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 		}
 		// The receipts' signing keys are wrapped as data keys are.
 		if err := tx.rewrapSigningKeys(rewrap); err != nil {
+			return err
+		}
+		// Webhook secrets are sealed under the master key too: a secret
+		// left under the old one would hold its tenant's events forever.
+		if err := tx.resealSecrets(reseal); err != nil {
 			return err
 		}
 		if err := tx.SetMeta("key_check", newCheck); err != nil {

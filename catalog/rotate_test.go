@@ -95,6 +95,81 @@ func rewrapWith(oldKey, newKey *seal.MasterKey) Rewrap {
 	}
 }
 
+func resealWith(oldKey, newKey *seal.MasterKey) Reseal {
+	return func(tenant ids.ID, sealed []byte) ([]byte, error) {
+		secret, err := oldKey.OpenSecret(tenant, sealed)
+		if err != nil {
+			return nil, err
+		}
+		return newKey.SealSecret(tenant, secret)
+	}
+}
+
+// TestRotateSealsWebhookSecrets: the webhook secrets move to the new
+// master key in the rotation's transaction: a rotation that meets a
+// secret that does not open leaves every key and secret as it was, those
+// it sealed again included; one that commits leaves none under the old
+// key.
+func TestRotateSealsWebhookSecrets(t *testing.T) {
+	ctx := context.Background()
+	oldKey, newKey := masterKey(t, 1), masterKey(t, 2)
+	c, _, err := Create(ctx, t.TempDir(), oldKey.CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fill(t, c, oldKey, 20)
+	var tenants []ids.ID
+	for _, name := range []string{"good", "bad"} {
+		tn, err := c.NewTenant(ctx, name, CLI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenants = append(tenants, tn.ID)
+	}
+	set := func(tenant ids.ID, mk *seal.MasterKey) {
+		t.Helper()
+		sealed, _ := mk.SealSecret(tenant, []byte("whsec_x"))
+		if err := c.SetWebhook(ctx, Webhook{Tenant: tenant, URL: "https://example.com/h", Secret: sealed}, CLI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opens := func(tenant ids.ID, mk *seal.MasterKey) bool {
+		w, err := c.Webhook(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := mk.OpenSecret(tenant, w.Secret)
+		return err == nil && string(got) == "whsec_x"
+	}
+	set(tenants[0], oldKey)
+	set(tenants[1], masterKey(t, 3))
+	before := wrappedKeys(t, c)
+	if _, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), nil); err == nil {
+		t.Fatal("a rotation with a secret the old key does not open committed")
+	}
+	if check, rotated, _ := c.KeyCheck(ctx); rotated || !bytes.Equal(check, oldKey.CheckValue()) {
+		t.Fatal("a failed rotation changed the key check")
+	}
+	for id, w := range wrappedKeys(t, c) {
+		if !bytes.Equal(before[id], w) {
+			t.Fatal("a failed rotation changed a wrapped key")
+		}
+	}
+	if !opens(tenants[0], oldKey) {
+		t.Fatal("a failed rotation moved a secret")
+	}
+	set(tenants[1], oldKey)
+	if _, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range tenants {
+		if !opens(tn, newKey) || opens(tn, oldKey) {
+			t.Fatal("after the rotation a secret does not open with the new key only")
+		}
+	}
+}
+
 // TestRotateKeys rotates more than one page of keys and checks every key
 // opens with the new master key only, purged versions stay keyless, and
 // the meta values and admin log changed; then a rotation that fails half
@@ -119,7 +194,7 @@ func TestRotateKeys(t *testing.T) {
 			return nil, errors.New("damaged")
 		}
 		return rewrapWith(oldKey, newKey)(tenant, version, wrapped)
-	}, nil)
+	}, resealWith(oldKey, newKey), nil)
 	if err == nil || calls != len(keys) {
 		t.Fatalf("failing rotation: %v after %d calls", err, calls)
 	}
@@ -134,7 +209,7 @@ func TestRotateKeys(t *testing.T) {
 	}
 
 	hookRan := false
-	got, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), func() { hookRan = true })
+	got, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), func() { hookRan = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +317,7 @@ func BenchmarkRotate(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		oldKey, newKey := keys[i%2], keys[(i+1)%2]
-		rotated, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), func() {
+		rotated, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), func() {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapAlloc)
 		})

@@ -237,4 +237,11 @@ CREATE TABLE erased (
 ) WITHOUT ROWID;
 CREATE INDEX erased_whole ON erased (tenant, uuid) WHERE whole = 1;
 `,
+
+	// 7: an erasure sends one erasure.completed, written by the
+	// transaction that records it done (docs/FORMAT.md, "Webhook
+	// outbox"), no longer one per purged version's row deleted.
+	`
+DROP TRIGGER IF EXISTS webhook_version_erased;
+`,
 }

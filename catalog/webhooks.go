@@ -37,8 +37,8 @@ func eventInsert(uuid, version, typ string) string {
 
 // eventTriggers names each trigger with its statement. A vCon's current
 // version is what its events announce: made (stored), moved (replaced),
-// cleared (deleted); a version's key destroyed (purged), then its row
-// forgotten once its bytes are proven gone (erasure completed).
+// cleared (deleted); a version's key destroyed (purged). An erasure's one
+// event is written by the code that records it done (ErasureCompleted).
 var eventTriggers = []struct{ name, sql string }{
 	{"webhook_vcon_new", `AFTER INSERT ON vcons WHEN NEW.current IS NOT NULL BEGIN ` +
 		eventInsert("NEW.uuid", "NEW.current", `'`+EventStored+`'`) + `NEW.tenant; END`},
@@ -48,8 +48,6 @@ var eventTriggers = []struct{ name, sql string }{
 		`NEW.tenant; END`},
 	{"webhook_version_purged", `AFTER UPDATE OF purge ON versions WHEN OLD.purge = 0 AND NEW.purge <> 0 BEGIN ` +
 		eventInsert("NEW.uuid", "NEW.id", `'`+EventPurged+`'`) + `NEW.tenant; END`},
-	{"webhook_version_erased", `AFTER DELETE ON versions WHEN OLD.purge <> 0 BEGIN ` +
-		eventInsert("OLD.uuid", "OLD.id", `'`+EventErased+`'`) + `OLD.tenant; END`},
 }
 
 // webhookTriggers makes the outbox's triggers when the catalog lacks one:
@@ -135,13 +133,27 @@ func (c *Catalog) Webhook(ctx context.Context, tenant ids.ID) (Webhook, error) {
 	return w, nil
 }
 
+// ErasureCompleted writes an erasure's erasure.completed event when its
+// tenant has a webhook: once, in the transaction that records the erasure
+// done (docs/erasure.md), so the event commits with it or not at all. The
+// erasure id takes the uuid column, which orders delivery: the event is
+// alone in its lane, and DueEvents holds it behind the pending events of
+// the vCons the erasure took (docs/FORMAT.md, "Webhook outbox").
+func (tx *Tx) ErasureCompleted(tenant, erasure ids.ID) error {
+	_, err := tx.exec(`INSERT INTO webhook_events(msg_id, tenant, uuid, version, type, at)
+	SELECT 'msg_' || lower(hex(randomblob(16))), w.tenant, ?, NULL, '`+EventErased+`', `+eventNow+`
+	FROM webhooks w WHERE w.tenant = ?`, erasure[:], tenant[:])
+	return err
+}
+
 // Event is one row of the outbox.
 type Event struct {
 	ID       int64 // the outbox's order
 	MsgID    string
 	Tenant   ids.ID
-	UUID     ids.ID
-	Version  ids.ID
+	UUID     ids.ID // zero for an erasure's event
+	Version  ids.ID // zero for an erasure's event
+	Erasure  ids.ID // an erasure.completed event's erasure; zero for the others
 	Type     string
 	At       time.Time
 	Failed   bool
@@ -168,7 +180,11 @@ func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, e
 			return nil, fmt.Errorf("catalog: read events: %w", err)
 		}
 		copy(e.Tenant[:], tenant)
-		copy(e.UUID[:], uuid)
+		if e.Type == EventErased {
+			copy(e.Erasure[:], uuid)
+		} else {
+			copy(e.UUID[:], uuid)
+		}
 		copy(e.Version[:], version)
 		e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
 		out = append(out, e)
@@ -178,16 +194,22 @@ func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, e
 
 // qDueEvents reads the pending events due by a time, in the order of
 // webhook_events_due (next attempt's time, then id), each checked in
-// webhook_events_by_vcon for an earlier pending event of its vCon.
+// webhook_events_by_vcon for an earlier pending event of its vCon; an
+// erasure's event, whose uuid column holds the erasure id, also for an
+// earlier pending event of any uuid the erasure took (erased's key).
 const qDueEvents = `SELECT ` + eventCols + ` FROM webhook_events e INDEXED BY webhook_events_due
 	WHERE e.failed = 0 AND e.next_at <= ?
 	  AND NOT EXISTS (SELECT 1 FROM webhook_events p INDEXED BY webhook_events_by_vcon
 		WHERE p.tenant = e.tenant AND p.uuid = e.uuid AND p.id < e.id AND p.failed = 0)
+	  AND (e.type <> '` + EventErased + `' OR NOT EXISTS (SELECT 1 FROM erased x
+		CROSS JOIN webhook_events p INDEXED BY webhook_events_by_vcon ON p.tenant = x.tenant AND p.uuid = x.uuid
+		WHERE x.erasure = e.uuid AND p.id < e.id AND p.failed = 0))
 	ORDER BY e.next_at, e.id LIMIT ?`
 
 // DueEvents lists up to limit pending events that may be sent at now: of
 // each vCon, only its oldest pending event, so a vCon's events go out in
-// the order they were made.
+// the order they were made; an erasure's event only once the events made
+// before it of the vCons it took are gone (delivered or failed).
 func (c *Catalog) DueEvents(ctx context.Context, now time.Time, limit int) ([]Event, error) {
 	return c.events(ctx, qDueEvents, nanos(now), limit)
 }
@@ -309,55 +331,42 @@ func (c *Catalog) RecordOutcomes(ctx context.Context, outs []Outcome) error {
 	})
 }
 
-// ResealSecrets replaces each webhook's sealed secret with what reseal
-// makes of it, in one write (a master-key rotation, sealing them under
-// the new key). A secret reseal refuses is left as it is; it returns how
-// many it resealed and the first refusal.
-func (c *Catalog) ResealSecrets(ctx context.Context, reseal func(tenant ids.ID, sealed []byte) ([]byte, error)) (int, error) {
-	var n int
-	var refused error
-	err := c.Update(ctx, func(tx *Tx) error {
-		n, refused = 0, nil
-		rows, err := tx.query(`SELECT tenant, secret FROM webhooks`)
+// resealSecrets seals every webhook's secret under a new master key,
+// inside the rotation's transaction (RotateKeys), so the secrets move
+// with the data keys or not at all. A secret that reseal refuses (it does
+// not open under the old key) fails the rotation, as a data key does.
+func (tx *Tx) resealSecrets(reseal Reseal) error {
+	rows, err := tx.query(`SELECT tenant, secret FROM webhooks`)
+	if err != nil {
+		return fmt.Errorf("catalog: rotate: read webhook secrets: %w", err)
+	}
+	type row struct {
+		tenant ids.ID
+		secret []byte
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		var t []byte
+		if err := rows.Scan(&t, &r.secret); err != nil {
+			rows.Close()
+			return fmt.Errorf("catalog: rotate: read webhook secrets: %w", err)
+		}
+		copy(r.tenant[:], t)
+		all = append(all, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: rotate: read webhook secrets: %w", err)
+	}
+	for _, r := range all {
+		sealed, err := reseal(r.tenant, r.secret)
 		if err != nil {
 			return err
 		}
-		type row struct {
-			tenant ids.ID
-			secret []byte
+		if _, err := tx.exec(`UPDATE webhooks SET secret = ? WHERE tenant = ?`, sealed, r.tenant[:]); err != nil {
+			return fmt.Errorf("catalog: rotate: write webhook secret: %w", err)
 		}
-		var all []row
-		for rows.Next() {
-			var r row
-			var t []byte
-			if err := rows.Scan(&t, &r.secret); err != nil {
-				rows.Close()
-				return err
-			}
-			copy(r.tenant[:], t)
-			all = append(all, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, r := range all {
-			sealed, err := reseal(r.tenant, r.secret)
-			if err != nil {
-				if refused == nil {
-					refused = err
-				}
-				continue
-			}
-			if _, err := tx.exec(`UPDATE webhooks SET secret = ? WHERE tenant = ?`, sealed, r.tenant[:]); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
 	}
-	return n, refused
+	return nil
 }

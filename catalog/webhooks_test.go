@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,5 +115,137 @@ func TestOutboxInTheChangesTransaction(t *testing.T) {
 	store(version(hooked.ID), false)
 	if p, f, err := c.EventCounts(ctx); err != nil || p+f != 0 {
 		t.Fatalf("events after off: %d %d %v", p, f, err)
+	}
+}
+
+// TestErasureEventOnceAfterItsPurges: an erasure writes one
+// erasure.completed, named by its id, in the transaction that records it
+// done, for a tenant with a webhook only; the rows of its purged versions
+// going write none; and it is due only once the events made before it of
+// the vCons it took are delivered or failed, whatever other vCons wait.
+// A catalog made before the event moved loses the per-version trigger.
+func TestErasureEventOnceAfterItsPurges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, _, err := Create(ctx, dir, make([]byte, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	hooked, err := c.NewTenant(ctx, "hooked", CLI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := c.NewTenant(ctx, "quiet", CLI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetWebhook(ctx, Webhook{Tenant: hooked.ID, URL: "https://example.com/h", Secret: []byte("sealed")}, CLI); err != nil {
+		t.Fatal(err)
+	}
+	a, b, other := ids.NewRandom(), ids.NewRandom(), ids.NewRandom()
+	store := func(tenant ids.ID, uuids ...ids.ID) {
+		t.Helper()
+		if err := c.Update(ctx, func(tx *Tx) error {
+			for _, u := range uuids {
+				v := Version{ID: ids.NewV7(time.Now()), Tenant: tenant, UUID: u, StoredAt: time.Now(), ContentType: "application/vcon",
+					Form: FormUnsigned, Location: InDir, WrappedKey: make([]byte, 61)}
+				if _, err := tx.InsertVersion(v, Replace); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store(hooked.ID, a, b, a, other)
+	store(quiet.ID, a)
+	erase := func(tenant ids.ID, uuids ...ids.ID) ids.ID {
+		t.Helper()
+		id := ids.NewV7(time.Now())
+		if err := c.Update(ctx, func(tx *Tx) error {
+			_, _, err := tx.Erase(EraseRequest{ID: id, Tenant: tenant, Kind: "uuids", UUIDs: uuids, Limit: 10})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The purges end: every copy gone, the rows forgotten.
+		if _, err := c.db.Exec(`DELETE FROM versions WHERE purge <> 0 AND tenant = ?`, tenant[:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Update(ctx, func(tx *Tx) error {
+			done, err := tx.FinishErasure(id, time.Now(), "receipt", Record{Actor: "test", Action: "erase", Status: 200}, tenant)
+			if err != nil || !done {
+				return fmt.Errorf("finish: %v %v", done, err)
+			}
+			return tx.ErasureCompleted(tenant, id)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	id := erase(hooked.ID, a, b)
+	erase(quiet.ID, a)
+	var n int
+	if err := c.db.QueryRow(`SELECT count(*) FROM webhook_events WHERE type = ?`, EventErased).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d erasure events (%v), want 1", n, err)
+	}
+	// One of a's events fails for good: it holds nothing back.
+	if _, err := c.db.Exec(`UPDATE webhook_events SET failed = 1 WHERE id = (SELECT min(id) FROM webhook_events WHERE uuid = ?)`, a[:]); err != nil {
+		t.Fatal(err)
+	}
+	pending := func(u ids.ID) int {
+		var n int
+		c.db.QueryRow(`SELECT count(*) FROM webhook_events WHERE uuid = ? AND failed = 0`, u[:]).Scan(&n)
+		return n
+	}
+	sent := 0
+	for round := 0; ; round++ {
+		evs, err := c.DueEvents(ctx, time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []Outcome
+		erasure := false
+		for _, e := range evs {
+			if e.Type == EventErased {
+				erasure = true
+				if e.Erasure != id || e.UUID != (ids.ID{}) || e.Version != (ids.ID{}) || e.Tenant != hooked.ID {
+					t.Fatalf("erasure event %+v, want erasure %s", e, id)
+				}
+				if pending(a)+pending(b) != 0 {
+					t.Fatalf("round %d: the erasure's event is due while its vCons' events wait", round)
+				}
+			}
+			if e.UUID != other { // the other vCon's event stays pending
+				outs = append(outs, Outcome{ID: e.ID, Delivered: true})
+			}
+		}
+		if len(outs) == 0 {
+			break
+		}
+		if err := c.RecordOutcomes(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+		if erasure {
+			sent++
+		}
+	}
+	if sent != 1 || pending(other) != 1 {
+		t.Fatalf("erasure event sent %d times, %d events of the other vCon pending; want 1 and 1", sent, pending(other))
+	}
+	// A catalog at schema 6 still has the per-version trigger: the next
+	// open drops it.
+	if _, err := c.db.Exec(`CREATE TRIGGER webhook_version_erased AFTER DELETE ON versions WHEN OLD.purge <> 0 BEGIN SELECT 1; END;
+		UPDATE schema_version SET n = 6`); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if c, err = Open(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'webhook_version_erased'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the per-version trigger after a migration: %d, %v", n, err)
 	}
 }

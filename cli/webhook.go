@@ -103,8 +103,9 @@ func tenantSetWebhook(e *env, tenant, url, secretFile, caFile string) error {
 type failedView struct {
 	ID       string `json:"id"` // the webhook-id of every attempt
 	Type     string `json:"type"`
-	UUID     string `json:"uuid"`
-	Version  string `json:"version"`
+	UUID     string `json:"uuid,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Erasure  string `json:"erasure,omitempty"` // an erasure.completed event's, in place of uuid and version
 	At       string `json:"at"`
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error"`
@@ -120,8 +121,13 @@ func webhookFailed(e *env, tenant string) error {
 			return err
 		}
 		for _, ev := range evs {
-			if err := e.emit(failedView{ID: ev.MsgID, Type: ev.Type, UUID: ev.UUID.String(), Version: ev.Version.String(),
-				At: ev.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Attempts: ev.Attempts, Error: ev.Error}); err != nil {
+			v := failedView{ID: ev.MsgID, Type: ev.Type, At: ev.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Attempts: ev.Attempts, Error: ev.Error}
+			if ev.Type == catalog.EventErased {
+				v.Erasure = ev.Erasure.String()
+			} else {
+				v.UUID, v.Version = ev.UUID.String(), ev.Version.String()
+			}
+			if err := e.emit(v); err != nil {
 				return err
 			}
 		}

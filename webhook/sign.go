@@ -87,17 +87,24 @@ type Body struct {
 	Data      Data   `json:"data"`
 }
 
-// Data names what an event is about, by id only.
+// Data names what an event is about, by id only: a vCon's version, or
+// an erasure (docs/webhooks.md, "The events").
 type Data struct {
 	Tenant  string `json:"tenant"`
-	UUID    string `json:"uuid"`
-	Version string `json:"version"`
+	UUID    string `json:"uuid,omitempty"`
+	Version string `json:"version,omitempty"`
+	Erasure string `json:"erasure,omitempty"`
 }
 
 // Payload is the JSON body of an event, the same bytes on every attempt.
 func Payload(e catalog.Event) []byte {
-	b, _ := json.Marshal(Body{Type: e.Type, Timestamp: e.At.UTC().Format(time.RFC3339Nano),
-		Data: Data{Tenant: e.Tenant.String(), UUID: e.UUID.String(), Version: e.Version.String()}})
+	d := Data{Tenant: e.Tenant.String()}
+	if e.Type == catalog.EventErased {
+		d.Erasure = e.Erasure.String()
+	} else {
+		d.UUID, d.Version = e.UUID.String(), e.Version.String()
+	}
+	b, _ := json.Marshal(Body{Type: e.Type, Timestamp: e.At.UTC().Format(time.RFC3339Nano), Data: d})
 	return b
 }
 

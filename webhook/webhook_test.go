@@ -90,4 +90,10 @@ func TestPayload(t *testing.T) {
 	if got := string(Payload(e)); got != want {
 		t.Fatalf("payload %s, want %s", got, want)
 	}
+	er := catalog.Event{Type: catalog.EventErased, Tenant: e.Tenant, Erasure: ids.NewV7(time.Now()), At: e.At}
+	want = `{"type":"erasure.completed","timestamp":"2026-11-30T09:00:00.123Z","data":{"tenant":"` + e.Tenant.String() +
+		`","erasure":"` + er.Erasure.String() + `"}}`
+	if got := string(Payload(er)); got != want {
+		t.Fatalf("payload %s, want %s", got, want)
+	}
 }

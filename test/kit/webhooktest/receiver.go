@@ -32,6 +32,7 @@ type Event struct {
 		Tenant  string `json:"tenant"`
 		UUID    string `json:"uuid"`
 		Version string `json:"version"`
+		Erasure string `json:"erasure"` // erasure.completed only
 	} `json:"data"`
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // dropExpired deletes the retired files and superseded manifests whose
@@ -23,6 +24,7 @@ func (p *Packer) dropExpired(ctx context.Context, tenant ids.ID, st *PackStats) 
 	if err != nil {
 		return err
 	}
+	var expired []catalog.PackFile
 	for _, f := range retired {
 		var since *time.Time
 		for _, m := range ms {
@@ -34,8 +36,35 @@ func (p *Packer) dropExpired(ctx context.Context, tenant ids.ID, st *PackStats) 
 		if since == nil || now.Before(since.Add(p.opt.ReaderGrace)) {
 			continue
 		}
-		if err := a.Objects.Delete(ctx, f.Key); err != nil {
-			return wrapf("pack: delete a retired file", err)
+		expired = append(expired, f)
+	}
+	var gone []int64
+	for i := 0; i+1 < len(ms); i++ {
+		if now.Before(ms[i+1].CreatedAt.Add(p.opt.ReaderGrace)) {
+			break
+		}
+		gone = append(gone, ms[i].Seq)
+	}
+	// The files and the manifests go in one batch delete; each is
+	// forgotten only once its delete succeeded, as one by one.
+	keys := make([]string, 0, len(expired)+len(gone))
+	for _, f := range expired {
+		keys = append(keys, f.Key)
+	}
+	for _, seq := range gone {
+		keys = append(keys, ManifestKey(tenant, seq))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	failedKeys, derr := objstore.DeleteMany(ctx, a.Objects, keys)
+	failed := make(map[string]bool, len(failedKeys))
+	for _, k := range failedKeys {
+		failed[k] = true
+	}
+	for _, f := range expired {
+		if failed[f.Key] {
+			continue
 		}
 		id := f.ID
 		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ForgetPackFile(id, catalog.PackRetired) }); err != nil {
@@ -43,19 +72,23 @@ func (p *Packer) dropExpired(ctx context.Context, tenant ids.ID, st *PackStats) 
 		}
 		st.Dropped++
 	}
-	var gone []int64
-	for i := 0; i+1 < len(ms); i++ {
-		if now.Before(ms[i+1].CreatedAt.Add(p.opt.ReaderGrace)) {
-			break
-		}
-		if err := a.Objects.Delete(ctx, ManifestKey(tenant, ms[i].Seq)); err != nil {
-			return wrapf("pack: delete a superseded manifest", err)
-		}
-		gone = append(gone, ms[i].Seq)
+	manifestsGone := true
+	for _, seq := range gone {
+		manifestsGone = manifestsGone && !failed[ManifestKey(tenant, seq)]
 	}
-	if len(gone) == 0 {
-		return nil
+	// The manifests are forgotten together, or not at all (and deleted
+	// again by the next run).
+	if manifestsGone && len(gone) > 0 {
+		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ForgetManifests(tenant, gone) }); err != nil {
+			return err
+		}
+		st.Dropped += len(gone)
 	}
-	st.Dropped += len(gone)
-	return a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ForgetManifests(tenant, gone) })
+	if !manifestsGone {
+		return wrapf("pack: delete a superseded manifest", derr)
+	}
+	if len(failedKeys) > 0 {
+		return wrapf("pack: delete a retired file", derr)
+	}
+	return nil
 }

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/objstore"
 )
 
 const (
 	fetchBudget   = 64 << 20 // sealed bytes fetched ahead of the writer
 	maxFetchAhead = 16
-	deleteWorkers = 16
 )
 
 // fetchInOrder reads the objects keys[i] a few at a time ahead of fn, which
@@ -70,31 +69,10 @@ func (p *Packer) readObject(ctx context.Context, key string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(rc, p.opt.PackLimit+1))
 }
 
-// deleteAll deletes the keys, several at once, and returns those whose
-// delete failed.
+// deleteAll deletes the keys, in batches where the store has them
+// (objstore.DeleteMany), and returns those whose delete failed.
 func (p *Packer) deleteAll(ctx context.Context, keys []string) []string {
-	var mu sync.Mutex
-	var failed []string
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for w := 0; w < min(deleteWorkers, len(keys)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for key := range work {
-				if err := p.a.Objects.Delete(ctx, key); err != nil {
-					mu.Lock()
-					failed = append(failed, key)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, k := range keys {
-		work <- k
-	}
-	close(work)
-	wg.Wait()
+	failed, _ := objstore.DeleteMany(ctx, p.a.Objects, keys)
 	return failed
 }
 

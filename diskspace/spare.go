@@ -80,3 +80,9 @@ func (s *spareStore) RemoveStaleTemps(olderThan time.Duration) (int, error) {
 	}
 	return 0, nil
 }
+
+// DeleteMany passes batch deletes through (objstore.DeleteMany looks for
+// it), as RemoveStaleTemps is: a delete never needs the reserve.
+func (s *spareStore) DeleteMany(ctx context.Context, keys []string) ([]string, error) {
+	return objstore.DeleteMany(ctx, s.Store, keys)
+}

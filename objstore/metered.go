@@ -15,7 +15,8 @@ import (
 // never a key, which names a tenant and a version.
 //
 // Calls are "put" (an upload, counted when it ends), "get", "get_range",
-// "stat", "delete" and "list". Outcomes are "ok", "not_found" (Get,
+// "stat", "delete", "delete_many" (one batch delete of any number of keys,
+// an error when any key was not deleted) and "list". Outcomes are "ok", "not_found" (Get,
 // GetRange, Stat: a normal answer when a purge proves an object gone),
 // "exists" (a create-only put whose name was taken), "aborted" (an upload
 // abandoned before its commit), "canceled" (the caller's context ended) and
@@ -28,7 +29,7 @@ type Metered struct {
 }
 
 // Calls lists the call label values of Metered.
-var Calls = []string{"put", "get", "get_range", "stat", "delete", "list"}
+var Calls = []string{"put", "get", "get_range", "stat", "delete", "delete_many", "list"}
 
 // NewMetered wraps s, registering its two families in reg:
 // vcon_objstore_requests_total{call,outcome} and
@@ -195,6 +196,19 @@ func (m *Metered) Delete(ctx context.Context, key string) error {
 	err := m.inner.Delete(ctx, key)
 	m.count("delete", start, err)
 	return err
+}
+
+// DeleteMany counts one delete_many when the wrapped store deletes in
+// batches; over a store that does not, each key is one counted delete.
+func (m *Metered) DeleteMany(ctx context.Context, keys []string) ([]string, error) {
+	md, ok := m.inner.(ManyDeleter)
+	if !ok {
+		return deleteEach(ctx, m, keys)
+	}
+	start := time.Now()
+	failed, err := md.DeleteMany(ctx, keys)
+	m.count("delete_many", start, err)
+	return failed, err
 }
 
 // List counts one list however many pages the back end read. An error

@@ -61,6 +61,16 @@ type Store interface {
 	String() string
 }
 
+// ManyDeleter is a Store that can delete many keys in fewer calls than
+// one per key (S3's DeleteObjects). Callers use DeleteMany, which falls
+// back to Delete for a store without it. As with Delete, a missing key is
+// no failure and success proves nothing: purges Stat afterwards.
+type ManyDeleter interface {
+	// DeleteMany deletes keys and returns those it could not delete,
+	// with an error saying why (nil when every key was deleted).
+	DeleteMany(ctx context.Context, keys []string) (failed []string, err error)
+}
+
 // Upload is an object being written. Exactly one of Commit or Abort ends
 // it; Abort after Commit does nothing, so `defer u.Abort()` is safe.
 type Upload interface {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/vcon-server/vcon-server/s3sig"
 )
@@ -22,6 +23,9 @@ type S3 struct {
 	bucket   string
 	prefix   string
 	spoolDir string
+	// batchRefused is set once the server refused DeleteObjects: it is
+	// not asked again by this process (deletemany.go).
+	batchRefused atomic.Bool
 }
 
 // NewS3 returns the store of bucket through c. Keys live under prefix,

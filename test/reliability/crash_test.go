@@ -340,12 +340,15 @@ func crashRotate(t *testing.T, c *crashEnv, point string) {
 	p := e.StartBinary()
 	storeSome(t, e, k.Token, 3, a)
 	p.Stop()
+	webhookWorks := rotationWebhook(t, e, "acme", k.Token)
 	newKey := filepath.Join(e.Dir, "new.key")
 	if err := os.WriteFile(newKey, bytes.Repeat([]byte{7}, 32), 0o400); err != nil {
 		t.Fatal(err)
 	}
 	runKilled(t, e, point, "master-key", "rotate", "--new", newKey)
-	// Nothing committed: the old key still opens everything.
+	// Nothing committed: the old key still opens everything, the webhook
+	// secret too.
+	webhookWorks()
 	recoverAndCheck(t, e, k.Token, a)
 }
 

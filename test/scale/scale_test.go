@@ -158,8 +158,9 @@ func runSize(t *testing.T, bin string, n int) result {
 	}
 
 	c := s.cli("check")
-	if lines := strings.Count(string(c.out), "\n"); lines != tenantCount {
-		t.Fatalf("check printed %d lines, want one per tenant:\n%s", lines, c.out)
+	// One line per tenant, then the replica's (docs/check-and-recovery.md).
+	if lines := strings.Count(string(c.out), "\n"); lines != tenantCount+1 {
+		t.Fatalf("check printed %d lines, want one per tenant and the replica's:\n%s", lines, c.out)
 	}
 	got("check", measure{total: c.wall, count: n, rssMiB: c.rssMiB()})
 	c = s.cli("check", "--deep")

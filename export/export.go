@@ -56,8 +56,9 @@ const (
 	// batchBytes closes a batch early once its sealed bytes reach it.
 	batchBytes = 4 << 20
 	// DefaultInFlight bounds the sealed bytes fetched but not yet written.
-	// A version larger than it is fetched alone.
-	DefaultInFlight = 64 << 20
+	// A version larger than it is fetched alone. Small versions never come
+	// near it (the queue holds a few hundred); it bounds large ones.
+	DefaultInFlight = 16 << 20
 )
 
 // Options describe one export.
@@ -302,6 +303,10 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 			if err := x.write(outer, &j.items[i]); err != nil {
 				return err
 			}
+			// The writer copied the row: its sealed buffer serves the
+			// next fetch.
+			putSealed(j.items[i].row.Sealed)
+			j.items[i].row = parquetstore.ExportRow{}
 		}
 		budget.release(j.held)
 	}
@@ -413,7 +418,10 @@ func (x *run) openPart(ctx context.Context, date string) error {
 	if err != nil {
 		return fmt.Errorf("export: start a file in %s: %w", x.opt.Target, err)
 	}
-	buf := bufio.NewWriterSize(up, 1<<20)
+	// A row group is written out at once, page by page: a quarter of a
+	// megabyte per write is plenty, and a whole megabyte per file would be
+	// a fifth of the row group's own bound.
+	buf := bufio.NewWriterSize(up, 256<<10)
 	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level)}
 	return nil
 }

@@ -57,6 +57,7 @@ func (x *run) process(ctx context.Context, j *job) {
 		}
 		cur, ok := kept[it.v.ID]
 		if !ok {
+			putSealed(it.row.Sealed)
 			it.skip, it.row = true, parquetstore.ExportRow{}
 			continue
 		}
@@ -115,8 +116,9 @@ func (x *run) fetch(ctx context.Context, v catalog.Version) (sealed []byte, gone
 
 // readExactly reads exactly n bytes and proves the stream ends there.
 func readExactly(r io.Reader, n int64) ([]byte, error) {
-	b := make([]byte, n)
+	b := getSealed(n)
 	if _, err := io.ReadFull(r, b); err != nil {
+		putSealed(b)
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("damaged: fewer than the %d bytes the catalog records", n)
 		}
@@ -124,6 +126,7 @@ func readExactly(r io.Reader, n int64) ([]byte, error) {
 	}
 	var one [1]byte
 	if m, _ := io.ReadFull(r, one[:]); m > 0 {
+		putSealed(b)
 		return nil, fmt.Errorf("damaged: more than the %d bytes the catalog records", n)
 	}
 	return b, nil

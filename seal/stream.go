@@ -79,6 +79,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 const (
@@ -285,6 +286,7 @@ type reader struct {
 	s       *streamState
 	src     io.Reader
 	buf     []byte // a sealed chunk and a byte of look-ahead; grows to readSize
+	grow    int    // the size class of buf (readClassSize)
 	plain   []byte // authenticated plaintext not yet returned, within buf
 	carry   byte   // the look-ahead byte, which starts the next chunk
 	carried bool
@@ -312,7 +314,47 @@ func NewReader(r io.Reader, dk DataKey, tenant, version [16]byte) (io.Reader, er
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, src: r, buf: make([]byte, minBuf+Overhead+1)}, nil
+	return &reader{s: s, src: r, buf: getReadBuf(0)}, nil
+}
+
+// readBufs pool the reader's buffers by size class: class 0 holds
+// minBuf+Overhead+1 bytes and each next class twice as many, up to
+// readSize. A reader opening one small object after another (an export, a
+// pack run) then reuses buffers instead of making one for each.
+var readBufs [readClasses]sync.Pool
+
+// readClasses is the number of size classes between the first buffer and
+// readSize.
+const readClasses = 5
+
+func readClassSize(c int) int { return min((minBuf+Overhead+1)<<c, readSize) }
+
+func getReadBuf(c int) []byte {
+	if b, ok := readBufs[c].Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, readClassSize(c))
+}
+
+// putReadBuf keeps b for the next reader; a buffer of no class is left to
+// the garbage collector.
+func putReadBuf(b []byte) {
+	for c := range readClasses {
+		if len(b) == readClassSize(c) {
+			readBufs[c].Put(&b)
+			return
+		}
+	}
+}
+
+// release gives the buffer back once nothing of it will be returned: at
+// the end of the plaintext or on an error. Errors and io.EOF are sticky, so
+// the reader never touches the buffer again.
+func (r *reader) release() {
+	if r.buf != nil && len(r.plain) == 0 {
+		putReadBuf(r.buf)
+		r.buf = nil
+	}
 }
 
 func (r *reader) Read(p []byte) (int, error) {
@@ -321,9 +363,11 @@ func (r *reader) Read(p []byte) (int, error) {
 	}
 	for len(r.plain) == 0 {
 		if r.err != nil {
+			r.release()
 			return 0, r.err
 		}
 		if r.done {
+			r.release()
 			return 0, io.EOF
 		}
 		r.err = r.next()
@@ -346,8 +390,10 @@ func (r *reader) next() error {
 	n += m
 	for err == nil && n < readSize {
 		// The buffer filled before the chunk ended: grow it, keep reading.
-		nb := make([]byte, min(2*len(r.buf), readSize))
+		nb := getReadBuf(r.grow + 1)
+		r.grow++
 		copy(nb, r.buf[:n])
+		putReadBuf(r.buf)
 		r.buf = nb
 		m, err = io.ReadFull(r.src, r.buf[n:])
 		n += m

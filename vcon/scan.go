@@ -3,6 +3,7 @@ package vcon
 import (
 	"fmt"
 	"io"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -44,8 +45,23 @@ type scanner struct {
 // shorter, so a longer key can be truncated without ever matching one.
 const maxKey = 64
 
+// bufPool keeps scanner buffers between documents: an export or a pack run
+// inspects one small vCon after another, and a fresh 32 KiB buffer for each
+// was most of what they allocated.
+var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
+
 func newScanner(r io.Reader) *scanner {
-	return &scanner{r: r, buf: make([]byte, bufSize), kbuf: make([]byte, 0, maxKey+2*utf8.UTFMax)}
+	return &scanner{r: r, buf: bufPool.Get().(*[bufSize]byte)[:], kbuf: make([]byte, 0, maxKey+2*utf8.UTFMax)}
+}
+
+// release gives the buffer back once the document has been read to its
+// end; the scanner then reads as an input that has ended. A scanner left on
+// an error keeps its buffer, for the garbage collector.
+func (s *scanner) release() {
+	if len(s.buf) == bufSize {
+		bufPool.Put((*[bufSize]byte)(s.buf))
+	}
+	s.buf, s.i, s.n, s.eof = nil, 0, 0, true
 }
 
 // offset is the input offset of the next unread byte.
@@ -151,8 +167,11 @@ func (s *scanner) notJSONNumber() string {
 	return ""
 }
 
-// end checks that only whitespace follows the value just read.
+// end checks that only whitespace follows the value just read. It is the
+// last call on a scanner: no byte of its buffer has left it (captured
+// values are copies), so the buffer goes back to the pool.
 func (s *scanner) end() error {
+	defer s.release()
 	if c, ok := s.skipSpace(); ok {
 		return s.unexpected(c, "the end of input after the top-level value")
 	}

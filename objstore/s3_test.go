@@ -330,7 +330,15 @@ func TestS3Retries(t *testing.T) {
 					puts = len(bodies) - 1
 					want = 2
 				}
-				if puts != want {
+				extra := 0
+				if word == "lost" && size == "spool" {
+					// The bucket may answer the retry's 412 before it
+					// reads a large body and close the connection: the
+					// proxy in between, still sending, answers 502, and
+					// the client sends it once more.
+					extra = 1
+				}
+				if puts < want || puts > want+extra {
 					t.Errorf("%d PUT attempts, want %d", puts, want)
 				}
 			})

@@ -51,9 +51,11 @@ bench: test-tools
 # table; about 8 minutes on 2 cores. Knobs (test/bench/perf_test.go):
 # VCON_PERF_SECONDS, VCON_PERF_VERSIONS (100,000 by default; 990000 for
 # RSS at 1,000,000), VCON_PERF_ROWS, VCON_CPUPROFILE_DIR (the server's CPU
-# profile per row). Never part of test.
+# profile per row), VCON_BENCH_S3=minio. It installs only the S3 server it
+# runs on. Never part of test.
 PERF = VCON_PERF=1 $(GO) test -count=1 -timeout 180m -v -run '^TestPerf$$' ./test/bench/
-perf: test-tools
+perf:
+	scripts/install-test-tools.sh $${VCON_BENCH_S3:-versitygw}
 	$(PERF)
 
 release:

@@ -26,23 +26,29 @@ const firstVersions = 10000
 // (goal ≥ 0.8×), and its peak RSS (goal < 64 MiB at 100,000 versions).
 func rssRows(t *testing.T, tb *table) {
 	more := envInt(t, "VCON_PERF_VERSIONS", 100000)
+	step := stepLog(t)
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t)})
 	tenant := e.Tenant("acme")
 	a := newAPI(e, e.NewKey(tenant, "write").Token)
+	step("init, a tenant and a key")
 	p := e.StartProfiled("rss-stores")
+	step("the server's start")
 	storeN(t, a, firstVersions)
+	step("stored the first %s versions", thousands(firstVersions))
 	rss1, hwm1 := procStatus(t, p.Pid(), "VmRSS"), procStatus(t, p.Pid(), "VmHWM")
 	s := time.Now()
 	// In steps, so that a long run shows it goes on.
 	for done := 0; done < more; {
-		step := min(more-done, 100000)
-		storeN(t, a, step)
-		done += step
+		n := min(more-done, 100000)
+		storeN(t, a, n)
+		done += n
 		t.Logf("stored %s more versions in %.0f s", thousands(done), time.Since(s).Seconds())
 	}
 	took := time.Since(s)
 	rss2, hwm2 := procStatus(t, p.Pid(), "VmRSS"), procStatus(t, p.Pid(), "VmHWM")
+	step("stored %s more (%s)", thousands(more), perSec(float64(more)/took.Seconds()))
 	p.Stop()
+	step("stopped the server")
 	total := firstVersions + more
 	tb.add(row{
 		figure:   fmt.Sprintf("server RSS at %s stored versions (vs at %s)", thousands(total), thousands(firstVersions)),
@@ -52,17 +58,20 @@ func rssRows(t *testing.T, tb *table) {
 		goal:     "flat (≤ 1.10×) to 1,000,000",
 		met:      yes(rss2 <= 1.1*rss1),
 	})
-	t.Logf("%s stores at 16 clients in %.0f s: %s", thousands(more), took.Seconds(), perSec(float64(more)/took.Seconds()))
 
 	e.CLI("tenant", "set-metadata", tenant, "counts")
 	objects := objectFiles(t, e)
+	step("set the level, listed the objects")
 	if len(objects) != total {
 		t.Fatalf("%d objects in the data directory, want %d", len(objects), total)
 	}
 	// The floor, before and after the export: both see the same page
 	// cache, as the export does between them.
 	b1 := readAndWrite(t, objects, 0, t.TempDir())
+	step("the floor")
 	ex := runExport(t, e, tenant)
+	step("the export")
+	defer step("the floor again")
 	if ex.Rows != total {
 		t.Fatalf("the export wrote %d rows, want %d", ex.Rows, total)
 	}
@@ -198,4 +207,14 @@ func readAndWrite(t testing.TB, files []string, n int64, dir string) time.Durati
 		t.Fatal(err)
 	}
 	return time.Since(s)
+}
+
+// stepLog logs, at each call, what was done and how long it took: a long
+// run shows where it is.
+func stepLog(t testing.TB) func(format string, args ...any) {
+	last := time.Now()
+	return func(format string, args ...any) {
+		t.Logf("%s: %.1f s", fmt.Sprintf(format, args...), time.Since(last).Seconds())
+		last = time.Now()
+	}
 }

@@ -23,6 +23,7 @@ type result struct {
 	ops     int
 	elapsed time.Duration
 	lat     []time.Duration
+	cpu     []time.Duration // of the processes watched (watch), in order
 }
 
 func (r result) rate() float64 {
@@ -44,7 +45,57 @@ func (r result) pct(p float64) time.Duration {
 }
 
 func (r result) merge(o result) result {
-	return result{ops: r.ops + o.ops, elapsed: r.elapsed + o.elapsed, lat: append(r.lat, o.lat...)}
+	cpu := slices.Clone(o.cpu)
+	for i := range min(len(r.cpu), len(cpu)) {
+		cpu[i] += r.cpu[i]
+	}
+	return result{ops: r.ops + o.ops, elapsed: r.elapsed + o.elapsed, lat: append(r.lat, o.lat...), cpu: cpu}
+}
+
+// cpuPerOp is the i-th watched process's CPU time per operation.
+func (r result) cpuPerOp(i int) time.Duration {
+	if i >= len(r.cpu) || r.ops == 0 {
+		return 0
+	}
+	return r.cpu[i] / time.Duration(r.ops)
+}
+
+// watch makes a load also record the CPU time the processes pids spend
+// while it runs: where the S3 server's own CPU is the ceiling on 2 cores,
+// this shows it.
+func watch(t testing.TB, pids []int, load func(time.Duration) result) func(time.Duration) result {
+	return func(d time.Duration) result {
+		before := make([]time.Duration, len(pids))
+		for i, p := range pids {
+			before[i] = cpuTime(t, p)
+		}
+		r := load(d)
+		r.cpu = make([]time.Duration, len(pids))
+		for i, p := range pids {
+			r.cpu[i] = cpuTime(t, p) - before[i]
+		}
+		return r
+	}
+}
+
+// cpuTime is a process's user and system CPU time so far, from
+// /proc/<pid>/stat (utime and stime, in clock ticks of 1/100 s, which is
+// what Linux reports to user space on every common configuration).
+func cpuTime(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: count from the
+	// last ")". utime and stime are the 14th and 15th fields.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // closedLoop runs fn from clients goroutines, each calling again as soon

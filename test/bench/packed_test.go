@@ -17,6 +17,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -95,6 +96,10 @@ func packedRows(t *testing.T, tb *table) {
 	}
 	pv, ov := versions(packed, catalog.Packed), versions(objects, catalog.InS3)
 	cat.Close()
+	// The S3 rows PUT objects of this size as the floor of a store.
+	if want := seal.SealedSize(4096); ov[0].SealedSize != want {
+		t.Fatalf("a 4 KiB vCon is stored as %d sealed bytes, but the S3 rows PUT %d", ov[0].SealedSize, want)
+	}
 
 	raw := srv.Client(t)
 	rawGet := func(key, rng string, want int64) time.Duration {

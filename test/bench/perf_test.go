@@ -120,7 +120,9 @@ func TestPerf(t *testing.T) {
 			continue
 		}
 		gs := time.Now()
-		t.Run(g.name, func(t *testing.T) { g.run(t, tb) })
+		if !t.Run(g.name, func(t *testing.T) { g.run(t, tb) }) {
+			tb.add(row{figure: g.name + ": **failed** (the log says why); its rows above, if any, are partial"})
+		}
 		t.Logf("%s: %.0f s", g.name, time.Since(gs).Seconds())
 	}
 	out := head + fmt.Sprintf("Whole run: %.0f s (load average at the end: %s).\n\n", time.Since(start).Seconds(), loadAvg()) + tb.markdown()

@@ -1,0 +1,80 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// The prepared statements keep no rows: a key revoked and a tenant changed
+// through another handle on the same file (as the command line does, from
+// another process) apply at the next call of this one, with every
+// statement already prepared on each of its connections.
+func TestPreparedReadsSeeOtherWriters(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	server, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	cli, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var tn Tenant
+	var key Key
+	var token string
+	err = cli.Update(ctx, func(tx *Tx) error {
+		var err error
+		if tn, err = tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		key, token, err = tx.CreateKey(&tn.ID, []string{"read"}, "reader")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls at once, so the statements are prepared on several connections.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				if _, err := server.KeyByToken(ctx, token); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := server.Tenant(ctx, tn.ID); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	err = cli.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.RevokeKey(key.ID); err != nil {
+			return err
+		}
+		return tx.SetTenantMetadata(tn.ID, LevelCounts)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.KeyByToken(ctx, token); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a revoked key still opens: %v", err)
+	}
+	if got, err := server.Tenant(ctx, tn.ID); err != nil || got.Metadata != LevelCounts {
+		t.Fatalf("the tenant's change is not seen: %v %v", got.Metadata, err)
+	}
+}

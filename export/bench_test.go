@@ -2,9 +2,14 @@ package export_test
 
 // BenchmarkExport measures an export of N versions of 4 KiB at level
 // counts to a directory: rows/s, MB/s of sealed bytes, the peak heap and
-// peak RSS, against reading the same sealed bytes from the store without
-// writing anything (the read sub-benchmark, same listing, same number of
-// readers). The documented run (docs/export.md):
+// peak RSS, against two baselines with the same listing and the same
+// number of readers: read, which reads the same sealed bytes from the
+// store and writes nothing, and read-write, which reads them and writes as
+// many bytes as the export's files hold to files in a directory, each
+// published as the export publishes its own (temporary name, fsync, link,
+// folder fsync). The closing line gives the export's rate as a fraction of
+// read-write's (issue 15 asks for at least 0.8). The documented run
+// (docs/export.md):
 //
 //	VCON_BENCH_EXPORT_VERSIONS=100000 go test ./export/ -run '^$' -bench BenchmarkExport -benchtime 3x
 //
@@ -13,18 +18,20 @@ package export_test
 // short; N defaults to 10000.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +49,7 @@ type benchStore struct {
 	tenant   catalog.Tenant
 	versions int
 	sealed   int64
+	exported int64 // bytes of the files of an export at the tenant's level
 	err      error
 }
 
@@ -145,12 +153,23 @@ type peaks struct {
 	stop chan struct{}
 	done chan struct{}
 	heap uint64
+	cpu  time.Duration // user and system time of the process at start
+}
+
+// cpuTime is the user and system time the process has used: on a machine
+// shared with other work, CPU per run is steadier than the rate.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func startPeaks() *peaks {
+	// Memory the runs before left to the process is given back first, so
+	// that the peak belongs to this run.
+	debug.FreeOSMemory()
 	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM; Linux only
-	runtime.GC()
-	p := &peaks{stop: make(chan struct{}), done: make(chan struct{})}
+	p := &peaks{stop: make(chan struct{}), done: make(chan struct{}), cpu: cpuTime()}
 	go func() {
 		defer close(p.done)
 		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
@@ -172,6 +191,7 @@ func startPeaks() *peaks {
 func (p *peaks) report(b *testing.B) {
 	close(p.stop)
 	<-p.done
+	b.ReportMetric((cpuTime()-p.cpu).Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(p.heap)/1e6, "peak-heap-MB")
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.SplitSeq(string(status), "\n") {
@@ -186,7 +206,7 @@ func (p *peaks) report(b *testing.B) {
 func BenchmarkExport(b *testing.B) {
 	s := setupBench(b)
 	ctx := context.Background()
-	var rates [2]float64
+	var rates [3]float64
 
 	// read: list the versions as the export does, and read every sealed
 	// object with as many readers as the export has workers, writing
@@ -207,6 +227,9 @@ func BenchmarkExport(b *testing.B) {
 	b.Run("export", func(b *testing.B) {
 		rates[1] = benchExport(b, ctx, s, s.tenant)
 	})
+	b.Run("read-write", func(b *testing.B) {
+		rates[2] = benchReadWrite(b, ctx, s)
+	})
 	// The same at level none, which opens no body: the difference is the
 	// cost of the clear columns.
 	b.Run("export-none", func(b *testing.B) {
@@ -215,8 +238,12 @@ func BenchmarkExport(b *testing.B) {
 		benchExport(b, ctx, s, t)
 	})
 	if rates[0] > 0 && rates[1] > 0 {
-		b.Logf("%d versions: export %.1f MB/s, read alone %.1f MB/s: the export runs at %.2f of the read's rate",
+		fmt.Printf("BenchmarkExport: %d versions: export %.1f MB/s, read alone %.1f MB/s: the export runs at %.2f of the read's rate\n",
 			s.versions, rates[1]/1e6, rates[0]/1e6, rates[1]/rates[0])
+	}
+	if rates[1] > 0 && rates[2] > 0 {
+		fmt.Printf("BenchmarkExport: %d versions: export %.1f MB/s, read and write as many bytes %.1f MB/s: ratio %.2f (goal >= 0.80)\n",
+			s.versions, rates[1]/1e6, rates[2]/1e6, rates[1]/rates[2])
 	}
 }
 
@@ -242,6 +269,9 @@ func benchExport(b *testing.B, ctx context.Context, s *benchStore, tenant catalo
 		if r.Rows != int64(s.versions) || r.Unread != 0 {
 			b.Fatalf("export %+v", r)
 		}
+		if tenant.Metadata == s.tenant.Metadata {
+			s.exported = r.Bytes
+		}
 		b.StopTimer()
 		os.RemoveAll(target + "/tenant=" + tenant.ID.String())
 		b.StartTimer()
@@ -265,10 +295,6 @@ func removeBench() {
 // readAll pages through the tenant's versions and reads each one's sealed
 // bytes with export.DefaultWorkers readers; it returns how many it read.
 func readAll(b *testing.B, ctx context.Context, s *benchStore) int {
-	upto, _, err := s.a.Cat.NewestVersion(ctx, s.tenant.ID)
-	if err != nil {
-		b.Fatal(err)
-	}
 	work := make(chan catalog.Version, 2*export.DefaultWorkers)
 	var n atomic.Int64
 	var wg sync.WaitGroup
@@ -289,6 +315,19 @@ func readAll(b *testing.B, ctx context.Context, s *benchStore) int {
 			}
 		}()
 	}
+	listAll(b, ctx, s, work)
+	wg.Wait()
+	return int(n.Load())
+}
+
+// listAll pages through the tenant's versions as the export does, sends
+// each to work and closes it.
+func listAll(b *testing.B, ctx context.Context, s *benchStore, work chan<- catalog.Version) {
+	defer close(work)
+	upto, _, err := s.a.Cat.NewestVersion(ctx, s.tenant.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var after ids.ID
 	for {
 		page, err := s.a.Cat.ExportPage(ctx, s.tenant.ID, after, upto, time.Time{}, time.Time{}, export.DefaultPageSize)
@@ -299,11 +338,125 @@ func readAll(b *testing.B, ctx context.Context, s *benchStore) int {
 			work <- v
 		}
 		if len(page) < export.DefaultPageSize {
-			break
+			return
 		}
 		after = page[len(page)-1].ID
 	}
-	close(work)
+}
+
+// benchReadWrite reads every sealed object as readAll does and writes, from
+// one goroutine, as many bytes as the export's files hold, in files rolled
+// at export.DefaultFileBytes and published as the export's are; it returns
+// the sealed bytes per second, the export's unit.
+func benchReadWrite(b *testing.B, ctx context.Context, s *benchStore) float64 {
+	if s.exported == 0 {
+		// Not measured: only to learn how many bytes an export writes.
+		target := b.TempDir()
+		dst, err := export.OpenDir(target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := export.Run(ctx, export.Options{Archive: s.a, Tenant: s.tenant, Target: dst})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.exported = r.Bytes
+	}
+	b.SetBytes(s.sealed)
+	target, err := os.MkdirTemp("", "vcon-export-bench-rw-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(target)
+	dst, err := objstore.NewDir(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := startPeaks()
+	for b.Loop() {
+		if n := readWrite(b, ctx, s, dst); n != s.exported {
+			b.Fatalf("wrote %d bytes, want %d", n, s.exported)
+		}
+		b.StopTimer()
+		os.RemoveAll(target + "/rw")
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(s.versions*b.N)/b.Elapsed().Seconds(), "rows/s")
+	p.report(b)
+	return float64(s.sealed*int64(b.N)) / b.Elapsed().Seconds()
+}
+
+// readWrite is one run of the read-write baseline; it returns the bytes
+// written.
+func readWrite(b *testing.B, ctx context.Context, s *benchStore, dst objstore.Store) int64 {
+	objects := make(chan []byte, 2*export.DefaultWorkers)
+	var wg sync.WaitGroup
+	var files int
+	var up objstore.Upload
+	var buf *bufio.Writer
+	var inFile, written int64
+	roll := func() {
+		if up != nil {
+			if err := buf.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			if err := up.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			up = nil
+		}
+	}
+	put := func(p []byte) {
+		if up == nil || inFile >= export.DefaultFileBytes {
+			roll()
+			files++
+			var err error
+			if up, err = dst.Upload(ctx, fmt.Sprintf("rw/part-%d", files), true); err != nil {
+				b.Fatal(err)
+			}
+			buf, inFile = bufio.NewWriterSize(up, 256<<10), 0
+		}
+		buf.Write(p)
+		inFile += int64(len(p))
+		written += int64(len(p))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range objects {
+			put(p)
+		}
+		pad := make([]byte, 64<<10)
+		for written < s.exported {
+			put(pad[:min(int64(len(pad)), s.exported-written)])
+		}
+		roll()
+	}()
+	work := make(chan catalog.Version, 2*export.DefaultWorkers)
+	for range export.DefaultWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := range work {
+				rc, err := s.a.Sealed(ctx, v)
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				p := make([]byte, v.SealedSize)
+				_, err = io.ReadFull(rc, p)
+				rc.Close()
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				objects <- p
+			}
+		}()
+	}
+	listAll(b, ctx, s, work)
 	wg.Wait()
-	return int(n.Load())
+	close(objects)
+	<-done
+	return written
 }

@@ -51,10 +51,11 @@ const (
 	// inspected at once; rows are still written in version order.
 	DefaultWorkers = 8
 	// DefaultBatch is how many versions a worker takes at once: their keys
-	// are looked up again in one catalog read.
+	// are looked up again in one catalog read. Larger batches save little
+	// CPU (a longer IN list costs more to prepare) and hold more in memory.
 	DefaultBatch = 32
 	// batchBytes closes a batch early once its sealed bytes reach it.
-	batchBytes = 4 << 20
+	batchBytes = 1 << 20
 	// DefaultInFlight bounds the sealed bytes fetched but not yet written.
 	// A version larger than it is fetched alone. Small versions never come
 	// near it (the queue holds a few hundred); it bounds large ones.
@@ -269,7 +270,9 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 		wg.Wait()
 	}()
 	budget := newBudget(ctx, x.opt.InFlight)
-	queue := make(chan *job, 2*x.opt.Workers)
+	// Every worker busy and a couple of batches ready keeps the writer fed;
+	// a deeper queue would only hold more sealed bytes.
+	queue := make(chan *job, x.opt.Workers+2)
 	work := make(chan *job)
 
 	wg.Add(1)

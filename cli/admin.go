@@ -116,7 +116,13 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 }
 
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
-	return e.withTenant(args[0], func(_ *catalog.Catalog, t catalog.Tenant) error { return e.emit(server.TenantView(t)) })
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		v, err := server.TenantShown(e.ctx, cat, t)
+		if err != nil {
+			return err
+		}
+		return e.emit(v)
+	})
 }
 
 // withTenant opens the catalog and finds the tenant a command names.

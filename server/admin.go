@@ -93,9 +93,16 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) showTenant(w http.ResponseWriter, r *http.Request) {
-	if t, ok := s.adminTenant(w, r); ok {
-		writeJSON(w, http.StatusOK, TenantView(t))
+	t, ok := s.adminTenant(w, r)
+	if !ok {
+		return
 	}
+	v, err := TenantShown(r.Context(), s.Cat, t)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -57,4 +59,34 @@ type WebhookView struct {
 	URL     string `json:"url,omitempty"`
 	CA      bool   `json:"ca,omitempty"`      // a CA file replaces the system's roots
 	Dropped *int   `json:"dropped,omitempty"` // events dropped by turning it off
+}
+
+// TenantWebhookJSON is a tenant's webhook as tenant show and GET
+// /admin/tenants/{id} show it, named as set-webhook's answer names it:
+// where its events go and whether a CA replaces the system's roots; never
+// the secret.
+type TenantWebhookJSON struct {
+	URL string `json:"url"`
+	CA  bool   `json:"ca"`
+}
+
+// TenantShownJSON is one tenant shown alone: the tenant and its webhook,
+// null when it has none.
+type TenantShownJSON struct {
+	TenantJSON
+	Webhook *TenantWebhookJSON `json:"webhook"`
+}
+
+// TenantShown reads t's webhook and returns t as one tenant is shown.
+func TenantShown(ctx context.Context, cat *catalog.Catalog, t catalog.Tenant) (TenantShownJSON, error) {
+	v := TenantShownJSON{TenantJSON: TenantView(t)}
+	w, err := cat.Webhook(ctx, t.ID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+	case err != nil:
+		return v, err
+	default:
+		v.Webhook = &TenantWebhookJSON{URL: w.URL, CA: w.CAPEM != ""}
+	}
+	return v, nil
 }

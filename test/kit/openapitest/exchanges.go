@@ -359,6 +359,9 @@ func admin(r *runner, ops, tenant string) {
 		{"webhook", `{"url":"off"}`, `{"url":"https://127.0.0.1:9/hook","secret":"whsec_short"}`},
 	} {
 		r.expect(200, "a "+c.route+" setting", true, "PUT", at+"/"+c.route, ops, []byte(c.good), js...)
+		if c.route == "webhook" {
+			r.expect(200, "a tenant and its webhook", true, "GET", at, ops, nil)
+		}
 		r.expect(400, "a bad "+c.route+" setting", false, "PUT", at+"/"+c.route, ops, []byte(c.bad), js...)
 		r.expect(404, "a "+c.route+" setting of a tenant never made", true, "PUT", missing+"/"+c.route, ops, []byte(c.good), js...)
 	}

@@ -8,11 +8,12 @@ import (
 	"sync/atomic"
 )
 
-// maxStmts bounds the statements kept prepared: the package's fixed
-// queries fit many times over, while a query built with a varying list of
-// placeholders stops being kept once the bound is reached instead of
-// growing the cache without end.
-const maxStmts = 512
+// maxStmts bounds the statements kept prepared, and so their memory (each
+// is prepared on up to every pool connection): the package's fixed
+// queries (about 120) fit twice over, while a query built with a varying
+// list of placeholders stops being kept once the bound is reached instead
+// of growing the cache without end.
+const maxStmts = 256
 
 // stmts keeps each query the package runs often prepared, once per pool
 // connection (database/sql prepares a *sql.Stmt lazily on each connection

@@ -62,12 +62,14 @@ func peakRSS(pid int) float64 {
 }
 
 // BenchmarkIngest stores 4 KiB vCons from 16 concurrent clients over TLS
-// into the real binary on a data directory. Compare with
-// BenchmarkIngestBaseline: the same bytes written and fsynced as files.
+// into the real binary on a data directory (with VCON_CPUPROFILE_DIR set,
+// the binary writes its CPU profile there: testenv.StartProfiled).
+// Compare with BenchmarkIngestBaseline: the same bytes written and fsynced
+// as files.
 func BenchmarkIngest(b *testing.B) {
 	e := testenv.Prepare(b, testenv.Options{Listen: testenv.FreePort(b)})
 	k := e.NewKey(e.Tenant("acme"), "write")
-	p := e.StartBinary()
+	p := e.StartProfiled("ingest")
 	clients := make([]*http.Client, benchClients)
 	for i := range clients {
 		clients[i] = e.HTTPClient()
@@ -94,6 +96,9 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stores/s")
 	b.ReportMetric(peakRSS(p.Pid())/(1<<20), "peak-RSS-MiB")
 	p.Stop()
+	if p.Profile != "" {
+		b.Logf("server CPU profile: %s", p.Profile)
+	}
 }
 
 // BenchmarkIngestBaseline writes the same 4 KiB as new files with the

@@ -251,6 +251,27 @@ type job struct {
 	err   error
 }
 
+// jobs keeps written jobs for the next ones: an item holds a version and
+// its row, and making them afresh for every version was a tenth of what an
+// export allocated.
+var jobs sync.Pool
+
+func newJob() *job {
+	j, ok := jobs.Get().(*job)
+	if !ok {
+		j = new(job)
+	}
+	j.done = make(chan struct{})
+	return j
+}
+
+// putJob keeps j once the writer is done with it and no worker holds it.
+func putJob(j *job) {
+	clear(j.items)
+	*j = job{items: j.items[:0]}
+	jobs.Put(j)
+}
+
 // item is one version of a job and what became of it.
 type item struct {
 	v      catalog.Version
@@ -270,9 +291,10 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 		wg.Wait()
 	}()
 	budget := newBudget(ctx, x.opt.InFlight)
-	// Every worker busy and a couple of batches ready keeps the writer fed;
-	// a deeper queue would only hold more sealed bytes.
-	queue := make(chan *job, x.opt.Workers+2)
+	// Every worker busy and a couple of batches ready (one per worker
+	// with fewer than two) keeps the writer fed; a deeper queue would only
+	// hold more sealed bytes.
+	queue := make(chan *job, x.opt.Workers+min(x.opt.Workers, 2))
 	work := make(chan *job)
 
 	wg.Add(1)
@@ -312,6 +334,7 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 			j.items[i].row = parquetstore.ExportRow{}
 		}
 		budget.release(j.held)
+		putJob(j)
 	}
 	// The lister stops early only when ctx ended.
 	return ctx.Err()
@@ -338,7 +361,7 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 			return
 		}
 		for len(page) > 0 {
-			j := &job{done: make(chan struct{})}
+			j := newJob()
 			for len(page) > 0 && len(j.items) < x.opt.Batch && (len(j.items) == 0 || j.held < batchBytes) {
 				j.items = append(j.items, item{v: page[0]})
 				j.held += page[0].SealedSize

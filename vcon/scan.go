@@ -39,29 +39,39 @@ type scanner struct {
 	err   error  // the first read error other than io.EOF; sticky
 	eof   bool
 	kbuf  []byte // the current member key, capped at maxKey
+	str   []byte // readString's scratch, reused for every string it reads
+	bufs  *scanBufs
 }
 
 // maxKey caps a captured member key: every key the vCon code looks for is
 // shorter, so a longer key can be truncated without ever matching one.
 const maxKey = 64
 
-// bufPool keeps scanner buffers between documents: an export or a pack run
-// inspects one small vCon after another, and a fresh 32 KiB buffer for each
-// was most of what they allocated.
-var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
-
-func newScanner(r io.Reader) *scanner {
-	return &scanner{r: r, buf: bufPool.Get().(*[bufSize]byte)[:], kbuf: make([]byte, 0, maxKey+2*utf8.UTFMax)}
+// scanBufs are a scanner's buffers, kept in bufPool between documents: an
+// export or a pack run inspects one small vCon after another, and fresh
+// buffers for each (32 KiB to read, a few KiB for the strings captured) were
+// most of what they allocated.
+type scanBufs struct {
+	buf [bufSize]byte
+	str []byte
 }
 
-// release gives the buffer back once the document has been read to its
+var bufPool = sync.Pool{New: func() any { return new(scanBufs) }}
+
+func newScanner(r io.Reader) *scanner {
+	b := bufPool.Get().(*scanBufs)
+	return &scanner{r: r, buf: b.buf[:], str: b.str, bufs: b, kbuf: make([]byte, 0, maxKey+2*utf8.UTFMax)}
+}
+
+// release gives the buffers back once the document has been read to its
 // end; the scanner then reads as an input that has ended. A scanner left on
-// an error keeps its buffer, for the garbage collector.
+// an error keeps its buffers, for the garbage collector.
 func (s *scanner) release() {
-	if len(s.buf) == bufSize {
-		bufPool.Put((*[bufSize]byte)(s.buf))
+	if b := s.bufs; b != nil {
+		b.str = s.str[:0]
+		bufPool.Put(b)
 	}
-	s.buf, s.i, s.n, s.eof = nil, 0, 0, true
+	s.buf, s.str, s.bufs, s.i, s.n, s.eof = nil, nil, nil, 0, 0, true
 }
 
 // offset is the input offset of the next unread byte.

@@ -179,9 +179,13 @@ func (s *scanner) capture(buf []byte, max int) ([]byte, error) {
 	return clean(buf[:n], max), nil
 }
 
-// readString is capture into a new string.
+// readString is capture into a new string. The bytes are captured into
+// the scanner's scratch, which keeps the largest capacity it reached.
 func (s *scanner) readString(max int) (string, error) {
-	b, err := s.capture(nil, max)
+	b, err := s.capture(s.str[:0], max)
+	if cap(b) > cap(s.str) {
+		s.str = b[:0]
+	}
 	return string(b), err
 }
 

@@ -48,8 +48,8 @@ bench: test-tools
 # do-nothing TLS proxy and raw S3, the data directory against an fsync
 # loop, packed reads, a pack run, export, p50/p99, server and export RSS),
 # each figure beside its baseline from the same run, as one markdown
-# table; about 8 minutes on 2 cores. Knobs (test/bench/perf_test.go):
-# VCON_PERF_SECONDS, VCON_PERF_VERSIONS (100,000 by default; 990000 for
+# table; 11 to 14 minutes on 2 shared cores, most of it 110,000 stores.
+# Knobs (test/bench/perf_test.go): VCON_PERF_SECONDS, VCON_PERF_VERSIONS (100,000 by default; 990000 for
 # RSS at 1,000,000), VCON_PERF_ROWS, VCON_CPUPROFILE_DIR (the server's CPU
 # profile per row), VCON_BENCH_S3=minio. It installs only the S3 server it
 # runs on. Never part of test.

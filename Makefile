@@ -49,10 +49,11 @@ bench: test-tools
 # loop, packed reads, a pack run, export, p50/p99, server and export RSS),
 # each figure beside its baseline from the same run, as one markdown
 # table; 11 to 14 minutes on 2 shared cores, most of it 110,000 stores.
-# Knobs (test/bench/perf_test.go): VCON_PERF_SECONDS, VCON_PERF_VERSIONS (100,000 by default; 990000 for
-# RSS at 1,000,000), VCON_PERF_ROWS, VCON_CPUPROFILE_DIR (the server's CPU
-# profile per row), VCON_BENCH_S3=minio. It installs only the S3 server it
-# runs on. Never part of test.
+# Knobs (test/bench/perf_test.go): VCON_PERF_SECONDS, VCON_PERF_VERSIONS
+# (100,000 by default; 990000 for RSS at 1,000,000), VCON_PERF_ROWS,
+# VCON_CPUPROFILE_DIR (the server's CPU profile per row),
+# VCON_BENCH_S3=minio. It installs only the S3 server it runs on. Never
+# part of test.
 PERF = VCON_PERF=1 $(GO) test -count=1 -timeout 180m -v -run '^TestPerf$$' ./test/bench/
 perf:
 	scripts/install-test-tools.sh $${VCON_BENCH_S3:-versitygw}

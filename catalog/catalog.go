@@ -42,7 +42,7 @@ var (
 // through one goroutine that groups them into shared transactions (group
 // commit: one fsync for many stores) with a savepoint each.
 type Catalog struct {
-	db   *sql.DB
+	db   pool // reads prepared (stmts.go)
 	path string
 	ID   ids.ID // made by Create, never changes
 
@@ -146,7 +146,8 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 	// reading the schema and preparing its statements anew.
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
-	c := &Catalog{db: db, path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
+	c := &Catalog{path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
+	c.db = pool{DB: db, c: c}
 	err = c.migrate(ctx)
 	if reserve.IsFull(err) {
 		// The first to open a catalog makes its shared-memory file, which
@@ -223,7 +224,7 @@ func (c *Catalog) loadID(ctx context.Context) error {
 func (c *Catalog) Path() string { return c.path }
 
 // DB gives read access for queries this package does not wrap.
-func (c *Catalog) DB() *sql.DB { return c.db }
+func (c *Catalog) DB() *sql.DB { return c.db.DB }
 
 // Close stops the writer and closes the database.
 func (c *Catalog) Close() error {

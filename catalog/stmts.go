@@ -36,7 +36,7 @@ func (c *Catalog) stmt(ctx context.Context, q string) *sql.Stmt {
 	if !cacheable(q) || c.stmts.n.Load() >= maxStmts {
 		return nil
 	}
-	s, err := c.db.PrepareContext(ctx, q)
+	s, err := c.db.DB.PrepareContext(ctx, q)
 	if err != nil {
 		return nil
 	}
@@ -69,11 +69,32 @@ func (c *Catalog) closeStmts() {
 	})
 }
 
-// queryRow runs a one-row read on the pool, prepared.
-func (c *Catalog) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	if s := c.stmt(ctx, q); s != nil {
+// pool is the catalog's database whose reads go through the prepared
+// statements: every c.db.QueryRowContext and c.db.QueryContext of the
+// package is prepared once per connection, whichever file it is in.
+// database/sql gives each open result a connection of its own, so one
+// statement serves any number of them at once.
+type pool struct {
+	*sql.DB
+	c *Catalog
+}
+
+func (p pool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if s := p.c.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
+	return p.DB.QueryRowContext(ctx, q, args...)
+}
+
+func (p pool) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if s := p.c.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return p.DB.QueryContext(ctx, q, args...)
+}
+
+// queryRow runs a one-row read on the pool, prepared.
+func (c *Catalog) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return c.db.QueryRowContext(ctx, q, args...)
 }
 

@@ -254,9 +254,10 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestS3Retries proves that the client retries 503, a conflicting
 // conditional write and a dropped connection, sending the whole body again
-// each time, from memory or from the spool file, and never retries a 403. "lost" is a create-only
-// put whose first attempt stored the object but lost the answer: the
-// retry's 412 is the upload's own object, not ErrExists.
+// each time, from memory or from the spool file, and never retries a
+// 403. "lost" is a create-only put whose first attempt stored the object
+// but lost the answer: the retry's 412 is the upload's own object, not
+// ErrExists.
 func TestS3Retries(t *testing.T) {
 	srv := s3test.Start(t, "versitygw")
 	target, _ := url.Parse(srv.Endpoint)
@@ -272,20 +273,7 @@ func TestS3Retries(t *testing.T) {
 		},
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 	}
-	front := httptest.NewTLSServer(fp)
-	t.Cleanup(front.Close)
-
-	c, err := s3sig.New(s3sig.Config{
-		Endpoint:    front.URL,
-		Credentials: s3sig.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
-		PathStyle:   true,
-		CAPEM:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}),
-		RetryBase:   time.Millisecond,
-		RetryMax:    10 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientVia(t, srv, fp)
 	spool := t.TempDir()
 	s := objstore.NewS3(c, srv.NewBucket(t, false), "", spool)
 	payload := strings.Repeat("sealed bytes ", 5000)

@@ -95,8 +95,8 @@ func unwrapPath(err error) error {
 }
 
 // OpenBucket makes the store of t's bucket and prefix with client,
-// spooling uploads in spoolDir (which holds the files' clear columns while
-// they are sent: keep it private). Before anything is written it refuses a
+// spooling uploads above objstore's memory bound in spoolDir, sealed
+// under a key that never leaves the process (docs/FORMAT.md). Before anything is written it refuses a
 // bucket with Object Lock or versioning, whose bytes an export removed
 // from it would outlive, and a bucket it cannot list. A key that may not
 // read those settings is not refused for that: the export needs only

@@ -22,7 +22,6 @@ import (
 
 // Recovery counts what a start-up recovery repaired.
 type Recovery struct {
-	Temps       int // temporary files a crash left
 	Tombstoned  int // keys destroyed again from storage tombstones
 	PurgesEnded int // unfinished purges finished
 	PackFiles   int // pending pack files deleted (Parquet storage)
@@ -35,19 +34,11 @@ const msgBehind = "start-up recovery: storage counted more purges than the catal
 // Recover repairs, before the server answers, what a crash or a restore
 // left pending (docs/FORMAT.md, "The order of every write", "Restore"). It
 // runs while this process holds the data directory's lock and before it
-// accepts a request, so no store is in flight. It lists no tenant's
-// objects: what needs that is Look's.
+// accepts a request, so no store is in flight. It reads no folder of
+// objects: what needs that, temporary files a kill left among them, is
+// Look's.
 func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 	var rec Recovery
-	if d, ok := a.Objects.(interface {
-		RemoveStaleTemps(time.Duration) (int, error)
-	}); ok {
-		n, err := d.RemoveStaleTemps(0)
-		if err != nil {
-			return rec, err
-		}
-		rec.Temps = n
-	}
 	restored, err := a.Cat.Restored(ctx)
 	if err != nil {
 		return rec, err
@@ -216,6 +207,7 @@ func (s *storesInFlight) has(id ids.ID) bool {
 
 // LookStats count what one look at storage did.
 type LookStats struct {
+	Temps      int  // temporary files older than the start, removed
 	Tenants    int  // tenants looked at
 	Objects    int  // objects listed
 	Orphans    int  // objects no catalog row names, removed
@@ -245,6 +237,18 @@ const msgLook = "storage look"
 func (a *Archive) Look(ctx context.Context, started time.Time) (LookStats, error) {
 	var st LookStats
 	cutoff := started.Truncate(time.Millisecond)
+	// A file still under its temporary name from before the start is a
+	// killed write's: nothing in flight in this process is that old. A
+	// read of every folder, so it waits for the look, not the start.
+	if d, ok := a.Objects.(interface {
+		RemoveStaleTemps(time.Duration) (int, error)
+	}); ok {
+		n, err := d.RemoveStaleTemps(time.Since(cutoff))
+		st.Temps = n
+		if err != nil {
+			return st, err
+		}
+	}
 	tenants, err := a.Cat.Tenants(ctx)
 	if err != nil {
 		return st, err
@@ -334,9 +338,9 @@ func (a *Archive) LogLook(st LookStats) {
 		return
 	}
 	level := slog.LevelDebug
-	if st.Orphans+st.PackCopies > 0 {
+	if st.Temps+st.Orphans+st.PackCopies > 0 {
 		level = slog.LevelInfo
 	}
-	a.Log.Log(context.Background(), level, msgLook, "orphan_objects", st.Orphans, "packed_objects_removed", st.PackCopies,
+	a.Log.Log(context.Background(), level, msgLook, "temporary_files", st.Temps, "orphan_objects", st.Orphans, "packed_objects_removed", st.PackCopies,
 		"objects", st.Objects, "tenants", st.Tenants, "done", st.Done)
 }

@@ -147,7 +147,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, fmt.Errorf("start-up recovery: %w", err)
 	}
 	if rec != (archive.Recovery{}) {
-		log.Info("start-up recovery", "temporary_files", rec.Temps,
+		log.Info("start-up recovery",
 			"keys_destroyed_again", rec.Tombstoned, "purges_finished", rec.PurgesEnded,
 			"pack_files_removed", rec.PackFiles,
 			"pack_files_adopted", rec.Adopted, "versions_repointed", rec.Repointed)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,7 +101,8 @@ func idAt(t time.Time) ids.ID {
 
 // TestStartupLook: objects no row names are removed by the look that runs
 // once the server answers, when their version id is older than the start;
-// an object whose id is younger (a store in flight) stays.
+// an object whose id is younger (a store in flight) stays. So are the
+// temporary files a killed write left, by their modification time.
 func TestStartupLook(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{})
 	tenant := fill(t, e, 2)
@@ -118,9 +120,22 @@ func TestStartupLook(t *testing.T) {
 	}
 	old := put(idAt(time.Now().Add(-time.Hour)))
 	young := put(idAt(time.Now().Add(time.Hour)))
+	folder := filepath.Dir(filepath.Join(e.Config.DataDir, filepath.FromSlash(old)))
+	temp := func(name string, mtime time.Time) string {
+		p := filepath.Join(folder, name)
+		if err := os.WriteFile(p, []byte("cut"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	killed := temp(".tmp-killed", time.Now().Add(-time.Hour))
+	writing := temp(".tmp-writing", time.Now().Add(time.Hour))
 	startToHealth(t, e)
 	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(e.Log.String(), "storage look orphan_objects=1 packed_objects_removed=0 objects=4 tenants=1 done=true") {
+	for !strings.Contains(e.Log.String(), "storage look temporary_files=1 orphan_objects=1 packed_objects_removed=0 objects=4 tenants=1 done=true") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no look removed the orphan:\n%s", e.Log.String())
 		}
@@ -131,6 +146,12 @@ func TestStartupLook(t *testing.T) {
 	}
 	if _, err := dir.Stat(ctx, young); err != nil {
 		t.Fatalf("the object younger than the start: %v", err)
+	}
+	if _, err := os.Stat(killed); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary file older than the start: %v", err)
+	}
+	if _, err := os.Stat(writing); err != nil {
+		t.Fatalf("the temporary file younger than the start: %v", err)
 	}
 	if strings.Contains(e.Log.String(), tenant.String()) {
 		t.Fatal("the log names the tenant")

@@ -70,8 +70,8 @@ func (u *spareUpload) Commit() error {
 
 func (u *spareUpload) Abort() {}
 
-// RemoveStaleTemps passes the data directory's start-up clean-up through
-// (archive.Recover looks for it, as objstore.Metered passes it on).
+// RemoveStaleTemps passes the data directory's clean-up of killed writes'
+// temporary files through (archive.Look looks for it, as objstore.Metered passes it on).
 func (s *spareStore) RemoveStaleTemps(olderThan time.Duration) (int, error) {
 	if d, ok := s.Store.(interface {
 		RemoveStaleTemps(time.Duration) (int, error)

@@ -56,8 +56,8 @@ func (m *Metered) Unwrap() Store { return m.inner }
 // String names the wrapped store.
 func (m *Metered) String() string { return m.inner.String() }
 
-// RemoveStaleTemps passes the data directory's start-up clean-up through
-// (archive.Recover looks for it); other back ends have nothing to remove.
+// RemoveStaleTemps passes the data directory's clean-up of killed writes'
+// temporary files through (archive.Look looks for it); other back ends have nothing to remove.
 func (m *Metered) RemoveStaleTemps(olderThan time.Duration) (int, error) {
 	if d, ok := m.inner.(interface {
 		RemoveStaleTemps(time.Duration) (int, error)

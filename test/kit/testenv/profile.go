@@ -1,12 +1,9 @@
 package testenv
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 )
 
@@ -18,35 +15,14 @@ const CPUProfileEnv = "VCON_CPUPROFILE_DIR"
 // CPUProfileDir is the directory of CPUProfileEnv, "" when profiles are off.
 func CPUProfileDir() string { return os.Getenv(CPUProfileEnv) }
 
-var (
-	profOnce sync.Once
-	profPath string
-	profErr  error
-)
+var profiled = built{pkg: "./test/kit/testenv/cpuprofiled"}
 
 // ProfiledBinary builds test/kit/testenv/cpuprofiled once per test
 // process (vcon-server's cli.Main inside a CPU profile, built as Binary
 // builds the real one) and returns its path.
 func ProfiledBinary(t testing.TB) string {
 	t.Helper()
-	profOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vcon-server-prof")
-		if err != nil {
-			profErr = err
-			return
-		}
-		profPath = filepath.Join(dir, "vcon-server")
-		cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", profPath, "./test/kit/testenv/cpuprofiled")
-		cmd.Dir = ModuleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			profErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if profErr != nil {
-		t.Fatal(profErr)
-	}
-	return profPath
+	return profiled.get(t)
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -316,35 +316,45 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built is a command built once per test process, pure Go as released
+// (CGO_ENABLED=0) but with the crash points of package crashpoint.
+type built struct {
+	pkg  string // the package to build, relative to the module root
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *built) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "vcon-server-bin")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "vcon-server")
+		cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", b.path, b.pkg)
+		cmd.Dir = ModuleRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+var binary = built{pkg: "."}
 
 // Binary builds the vcon-server command once per test process, pure Go
 // as released (CGO_ENABLED=0) but with the crash points of package
 // crashpoint, and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "vcon-server-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vcon-server")
-		cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", binPath, ".")
-		cmd.Dir = ModuleRoot(t)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return binary.get(t)
 }
 
 // ModuleRoot is the directory holding go.mod.

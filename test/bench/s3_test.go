@@ -44,16 +44,7 @@ func s3Rows(t *testing.T, tb *table) {
 	srv := startS3(t)
 	px := tlsproxy.Start(t, srv.Endpoint, srv.CAPEM)
 	raw := srv.Client(t)
-	proxied, err := s3sig.New(s3sig.Config{
-		Endpoint:    px.URL,
-		Region:      srv.Region,
-		Credentials: s3sig.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
-		PathStyle:   true,
-		CAPEM:       px.CAPEM,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxied := srv.ClientAt(t, px.URL, px.CAPEM)
 	bucket := srv.NewBucket(t, false)
 	sealed := seal.SealedSize(4096)
 	payload := bytes.Repeat([]byte("x"), int(sealed))

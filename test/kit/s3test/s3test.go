@@ -277,12 +277,19 @@ func (s *Server) newClient() (*s3sig.Client, error) {
 // keys, default retries.
 func (s *Server) Client(t testing.TB) *s3sig.Client {
 	t.Helper()
+	return s.ClientAt(t, s.Endpoint, s.CAPEM)
+}
+
+// ClientAt is Client reaching the server through endpoint (a proxy in
+// front of it) whose certificate caPEM signs.
+func (s *Server) ClientAt(t testing.TB, endpoint string, caPEM []byte) *s3sig.Client {
+	t.Helper()
 	c, err := s3sig.New(s3sig.Config{
-		Endpoint:    s.Endpoint,
+		Endpoint:    endpoint,
 		Region:      s.Region,
 		Credentials: s3sig.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey},
 		PathStyle:   true,
-		CAPEM:       s.CAPEM,
+		CAPEM:       caPEM,
 	})
 	if err != nil {
 		t.Fatalf("s3test: client: %v", err)

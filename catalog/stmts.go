@@ -24,6 +24,10 @@ type stmts struct {
 	m       sync.Map // query text -> *sql.Stmt
 	n       atomic.Int32
 	pending sync.Map // query text -> true: being prepared for a transaction
+	// preparing counts those preparations: Close waits for them, since
+	// each holds a connection, and a connection left open after Close
+	// would checkpoint its log into a catalog file restored in its place.
+	preparing sync.WaitGroup
 }
 
 // stmt returns the prepared statement of q, or nil when q is not kept
@@ -63,6 +67,7 @@ func cacheable(q string) bool {
 }
 
 func (c *Catalog) closeStmts() {
+	c.stmts.preparing.Wait()
 	c.stmts.m.Range(func(_, s any) bool {
 		s.(*sql.Stmt).Close()
 		return true
@@ -109,7 +114,9 @@ func (c *Catalog) txStmt(q string) *sql.Stmt {
 	}
 	if cacheable(q) && c.stmts.n.Load() < maxStmts {
 		if _, busy := c.stmts.pending.LoadOrStore(q, true); !busy {
+			c.stmts.preparing.Add(1)
 			go func() {
+				defer c.stmts.preparing.Done()
 				c.stmt(context.Background(), q)
 				c.stmts.pending.Delete(q)
 			}()

@@ -78,3 +78,33 @@ func TestPreparedReadsSeeOtherWriters(t *testing.T) {
 		t.Fatalf("the tenant's change is not seen: %v %v", got.Metadata, err)
 	}
 }
+
+// Close leaves no connection open: a statement still being prepared for
+// the next transaction holds one, and a connection that outlives Close
+// would checkpoint its log into whatever file a restore then puts in the
+// catalog's place (docs/check-and-recovery.md), or share its stale
+// shared-memory index with the next open of that file.
+func TestCloseLeavesNoConnection(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for i := 0; i < 20; i++ {
+		c, err := Open(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A fresh handle prepares every statement of its first
+		// transaction beside it, as a CLI command's audit record does.
+		if err := c.AdminLog(ctx, Record{Actor: CLI.Name, Action: "catalog_backup", Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if n := c.db.Stats().OpenConnections; n != 0 {
+			t.Fatalf("round %d: %d connection(s) open after Close", i, n)
+		}
+	}
+}

@@ -40,9 +40,21 @@ func (c *Catalog) Audit(ctx context.Context, tenant ids.ID, r Record) error {
 	return c.Update(ctx, func(tx *Tx) error { return tx.Audit(tenant, r) })
 }
 
+// NoteAudit appends the record of a request that changed nothing (a read,
+// a refusal) to a tenant's log as a note: committed, its fsync shared
+// (Note).
+func (c *Catalog) NoteAudit(ctx context.Context, tenant ids.ID, r Record) error {
+	return c.Note(ctx, func(tx *Tx) error { return tx.Audit(tenant, r) })
+}
+
 // AdminLog appends one record to the admin log in a write of its own.
 func (c *Catalog) AdminLog(ctx context.Context, r Record) error {
 	return c.Update(ctx, func(tx *Tx) error { return tx.AdminLog(r) })
+}
+
+// NoteAdminLog appends the record of a refusal to the admin log as a note.
+func (c *Catalog) NoteAdminLog(ctx context.Context, r Record) error {
+	return c.Note(ctx, func(tx *Tx) error { return tx.AdminLog(r) })
 }
 
 func nullString(s string) any {

@@ -2,8 +2,8 @@
 // keys, vCons, their versions with the wrapped data keys, pack files,
 // manifests and the audit logs (docs/FORMAT.md, "The catalog decides").
 //
-// The file is opened in WAL mode with synchronous FULL, foreign keys and
-// secure_delete on. Several processes share it (a serving server and the
+// The file is opened in WAL mode with synchronous FULL (but for the
+// records of reads: writer.go), foreign keys and secure_delete on. Several processes share it (a serving server and the
 // CLI): every connection waits on a busy timeout instead of failing, and
 // nothing read from it is cached, so a key created or revoked, or a tenant
 // changed, by the CLI applies at the server's next request. What is kept
@@ -53,14 +53,9 @@ type Catalog struct {
 	ckMu         sync.Mutex    // one checkpoint at a time
 	checkpointed uint64        // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
 	stmts        stmts         // the hot queries, prepared (stmts.go)
+	noteSyncs    atomic.Uint64 // fsyncs of the log made for notes (writer.go)
 	// Now is the clock of every recorded time; tests replace it.
 	Now func() time.Time
-}
-
-type writeReq struct {
-	ctx context.Context
-	fn  func(*Tx) error
-	err chan error
 }
 
 // Tx is a write transaction handed to the functions given to Update.
@@ -167,7 +162,12 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		_ = os.Chmod(p, 0o600)
 	}
-	go c.writer()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	go c.writer(conn)
 	return c, nil
 }
 
@@ -232,109 +232,6 @@ func (c *Catalog) Close() error {
 	<-c.done
 	c.closeStmts()
 	return c.db.Close()
-}
-
-// Update runs fn in a write transaction and returns once it is committed
-// (durable: synchronous FULL) or failed. fn runs on the writer goroutine,
-// inside a savepoint of a transaction it may share with other calls: an
-// error from fn rolls back fn's work only. fn must do no I/O but SQL.
-//
-// A write refused for want of space is tried once more after the data
-// directory's reserve is given back (internal/reserve): the commits that
-// free space (retention changes, purges, audit records of refusals) must
-// succeed on a full disk. fn may therefore run twice; it sets, never
-// accumulates, what it reports.
-func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
-	err := c.update(ctx, fn)
-	if reserve.IsFull(err) {
-		if _, rerr := reserve.Release(filepath.Dir(c.path)); rerr == nil {
-			err = c.update(ctx, fn)
-		}
-	}
-	return err
-}
-
-func (c *Catalog) update(ctx context.Context, fn func(*Tx) error) error {
-	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
-	select {
-	case c.reqs <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	// Once queued, the write is waited for even if ctx ends: the caller must
-	// know whether it committed.
-	return <-r.err
-}
-
-const maxBatch = 256
-
-func (c *Catalog) writer() {
-	defer close(c.done)
-	for first := range c.reqs {
-		batch := []*writeReq{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r, ok := <-c.reqs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		c.commitBatch(batch)
-	}
-}
-
-func (c *Catalog) commitBatch(batch []*writeReq) {
-	errs := make([]error, len(batch))
-	fail := func(err error) {
-		for _, r := range batch {
-			r.err <- err
-		}
-	}
-	sqlTx, err := c.db.BeginTx(context.Background(), nil)
-	if err != nil {
-		fail(fmt.Errorf("catalog: begin: %w", err))
-		return
-	}
-	now := c.Now()
-	// One savepoint name serves every call: each is released before the
-	// next starts, and a fixed text stays prepared (stmts.go).
-	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, err := sp.exec("SAVEPOINT w"); err != nil {
-			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
-			continue
-		}
-		errs[i] = r.fn(&Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now})
-		if errs[i] != nil {
-			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
-				sqlTx.Rollback()
-				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
-				return
-			}
-		}
-		if _, err := sp.exec("RELEASE w"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("catalog: release savepoint: %w", err))
-			return
-		}
-	}
-	if err := sqlTx.Commit(); err != nil {
-		fail(fmt.Errorf("catalog: commit: %w", err))
-		return
-	}
-	c.commits.Add(1)
-	for i, r := range batch {
-		r.err <- errs[i]
-	}
 }
 
 // Checkpoint copies the whole WAL into the database file and truncates the

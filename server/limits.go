@@ -205,7 +205,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			log.Warn("authentication failures: refusing an address for a while", "address", addr,
 				"failures", lim.max, "block_seconds", int(lim.block.Seconds()))
 			if s.Cat != nil {
-				s.Cat.AdminLog(context.WithoutCancel(r.Context()), catalog.Record{Actor: "anonymous", Action: "authenticate_blocked", Status: http.StatusTooManyRequests})
+				s.Cat.NoteAdminLog(context.WithoutCancel(r.Context()), catalog.Record{Actor: "anonymous", Action: "authenticate_blocked", Status: http.StatusTooManyRequests})
 			}
 		}
 	})

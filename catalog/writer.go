@@ -1,0 +1,231 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vcon-server/vcon-server/internal/reserve"
+)
+
+// One goroutine writes (docs/FORMAT.md, "Store"): it takes every call
+// queued while the previous commit ran, runs each in a savepoint of one
+// transaction on its own connection, and commits them together, so one
+// fsync of the log serves many requests (group commit).
+
+const maxBatch = 256
+
+// noteSync bounds how long a committed note (Note) may wait for the fsync
+// that makes it survive a power cut.
+const noteSync = time.Second
+
+type writeReq struct {
+	ctx context.Context
+	fn  func(*Tx) error
+	err chan error
+	// note: a record of a request that changed nothing (Note), whose
+	// commit need not wait for an fsync of its own.
+	note bool
+}
+
+// Update runs fn in a write transaction and returns once it is committed
+// (durable: synchronous FULL) or failed. fn runs on the writer goroutine,
+// inside a savepoint of a transaction it may share with other calls: an
+// error from fn rolls back fn's work only. fn must do no I/O but SQL.
+//
+// A write refused for want of space is tried once more after the data
+// directory's reserve is given back (internal/reserve): the commits that
+// free space (retention changes, purges, audit records of refusals) must
+// succeed on a full disk. fn may therefore run twice; it sets, never
+// accumulates, what it reports.
+func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
+	return c.write(ctx, fn, false)
+}
+
+// Note runs fn as Update does, for a record of what changed nothing (the
+// audit record of a read or of a refusal): it returns once the record is
+// committed, seen by every reader and kept through a crash of the process,
+// and the log holding it is synced within noteSync. A batch of notes alone commits
+// without an fsync (synchronous NORMAL), which is most of a read's time on
+// a disk whose fsync takes milliseconds; a power cut may lose the records
+// of the last second's reads, never a change nor its record.
+func (c *Catalog) Note(ctx context.Context, fn func(*Tx) error) error {
+	return c.write(ctx, fn, true)
+}
+
+func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, note bool) error {
+	err := c.enqueue(ctx, fn, note)
+	if reserve.IsFull(err) {
+		if _, rerr := reserve.Release(filepath.Dir(c.path)); rerr == nil {
+			err = c.enqueue(ctx, fn, note)
+		}
+	}
+	return err
+}
+
+func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, note bool) error {
+	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), note: note}
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write is waited for even if ctx ends: the caller must
+	// know whether it committed.
+	return <-r.err
+}
+
+// writer owns conn, the connection every write transaction runs on: the
+// log's sync mode is a setting of a connection, changed between
+// transactions only.
+type writer struct {
+	c    *Catalog
+	conn *sql.Conn
+	full bool // conn's synchronous is FULL
+	// unsynced: notes committed without an fsync since the last synced
+	// commit; timer ends their wait.
+	unsynced bool
+	timer    *time.Timer
+}
+
+func (c *Catalog) writer(conn *sql.Conn) {
+	w := &writer{c: c, conn: conn, full: true, timer: time.NewTimer(noteSync)}
+	w.timer.Stop()
+	defer func() {
+		w.syncLog()
+		conn.Close()
+		close(c.done)
+	}()
+	for {
+		var first *writeReq
+		select {
+		case r, ok := <-c.reqs:
+			if !ok {
+				return
+			}
+			first = r
+		case <-w.timer.C:
+			w.syncLog()
+			continue
+		}
+		batch := []*writeReq{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-c.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		w.commitBatch(batch)
+	}
+}
+
+// syncLog makes the notes committed without an fsync durable: an fsync of
+// the log file covers every frame written to it, whichever descriptor
+// wrote them.
+func (w *writer) syncLog() {
+	if !w.unsynced {
+		return
+	}
+	w.timer.Stop()
+	f, err := os.Open(w.c.path + "-wal")
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err != nil && !os.IsNotExist(err) {
+		w.timer.Reset(noteSync) // tried again
+		return
+	}
+	w.unsynced = false
+	w.c.noteSyncs.Add(1)
+}
+
+// setSync sets the connection's sync mode for the next transaction.
+func (w *writer) setSync(full bool) error {
+	if w.full == full {
+		return nil
+	}
+	mode := "NORMAL"
+	if full {
+		mode = "FULL"
+	}
+	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+mode); err != nil {
+		return err
+	}
+	w.full = full
+	return nil
+}
+
+func (w *writer) commitBatch(batch []*writeReq) {
+	c := w.c
+	errs := make([]error, len(batch))
+	fail := func(err error) {
+		for _, r := range batch {
+			r.err <- err
+		}
+	}
+	full := false
+	for _, r := range batch {
+		full = full || !r.note
+	}
+	if err := w.setSync(full); err != nil {
+		fail(fmt.Errorf("catalog: set the log's sync mode: %w", err))
+		return
+	}
+	sqlTx, err := w.conn.BeginTx(context.Background(), nil)
+	if err != nil {
+		fail(fmt.Errorf("catalog: begin: %w", err))
+		return
+	}
+	now := c.Now()
+	// One savepoint name serves every call: each is released before the
+	// next starts, and a fixed text stays prepared (stmts.go).
+	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := sp.exec("SAVEPOINT w"); err != nil {
+			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
+			continue
+		}
+		errs[i] = r.fn(&Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now})
+		if errs[i] != nil {
+			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
+				sqlTx.Rollback()
+				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
+				return
+			}
+		}
+		if _, err := sp.exec("RELEASE w"); err != nil {
+			sqlTx.Rollback()
+			fail(fmt.Errorf("catalog: release savepoint: %w", err))
+			return
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		fail(fmt.Errorf("catalog: commit: %w", err))
+		return
+	}
+	c.commits.Add(1)
+	// A synced commit that wrote frames syncs the notes before it too, but
+	// whether it wrote any is not known here: the timer's one fsync a
+	// second at most is cheaper than finding out.
+	if !full && !w.unsynced {
+		w.unsynced = true
+		w.timer.Reset(noteSync)
+	}
+	for i, r := range batch {
+		r.err <- errs[i]
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -23,6 +24,12 @@ type StoreRequest struct {
 	Body            io.Reader
 	ContentType     string // as it will be served back
 	ContentEncoding string // "gzip" or ""
+	// Record, when set, is the audit record of the store, committed in
+	// the version's own transaction (a version is never kept without its
+	// record, nor its record synced apart): Store sets its target to the
+	// uuid and its status to 201, or 200 for a replacement. A refusal or a
+	// retry (Stored.Replayed) commits no record: the caller writes it.
+	Record *catalog.Record
 }
 
 // Stored is what a successful store answers. A refusal made after the
@@ -150,6 +157,16 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		}
 		if err := tx.SetBodyMAC(vid, sum); err != nil {
 			return err
+		}
+		if req.Record != nil {
+			rec := *req.Record
+			rec.Target, rec.Status = uuid.String(), http.StatusCreated
+			if replaced {
+				rec.Status = http.StatusOK
+			}
+			if err := tx.Audit(req.Tenant, rec); err != nil {
+				return err
+			}
 		}
 		return a.index(tx, v, res.meta)
 	})

@@ -17,6 +17,17 @@ func actor(k catalog.Key) string { return "key:" + k.ID }
 
 func keyOf(r *http.Request) catalog.Key { return r.Context().Value(keyCtx{}).(catalog.Key) }
 
+// auditCtx holds whether a tenant route's handler committed the request's
+// audit record itself, in the transaction of its change (a store).
+type auditCtx struct{}
+
+// recorded tells tenantRoute that the request's record is committed.
+func recorded(r *http.Request) {
+	if done, ok := r.Context().Value(auditCtx{}).(*bool); ok {
+		*done = true
+	}
+}
+
 // authenticate resolves the bearer token on every request, straight from
 // the catalog, so a key created or revoked by the CLI applies at once. A
 // request without a valid token is refused before any tenant is known, so
@@ -72,12 +83,16 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 			return
 		}
 		var status int
+		var done bool
 		target := r.PathValue("uuid")
+		r = r.WithContext(context.WithValue(r.Context(), auditCtx{}, &done))
 		s.gated(func(w http.ResponseWriter, r *http.Request) { status, target = h(w, r, k) })(w, r)
 		if status == 0 {
 			status = http.StatusServiceUnavailable // refused: the replica is behind
 		}
-		s.audit(r, k, action, target, status)
+		if !done {
+			s.audit(r, k, action, target, status)
+		}
 	})
 }
 

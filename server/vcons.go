@@ -42,7 +42,8 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 		if status, refused := s.refuseLowDisk(w); refused {
 			return status, r.PathValue("uuid")
 		}
-		req := archive.StoreRequest{Tenant: *k.Tenant, Mode: mode}
+		req := archive.StoreRequest{Tenant: *k.Tenant, Mode: mode,
+			Record: &catalog.Record{Actor: actor(k), Label: k.Label, Action: storeAction(mode)}}
 		target := ""
 		if mode == catalog.Replace {
 			id, err := ids.Parse(r.PathValue("uuid"))
@@ -85,6 +86,7 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 		case res.Replaced:
 			status = http.StatusOK
 		}
+		recorded(r) // with the version (req.Record)
 		s.Metrics.stored(res.Meta.Size)
 		writeJSON(w, status, storedJSON{UUID: res.UUID.String(), Version: res.Version.String(), StoredAt: timeText(res.StoredAt)})
 		return status, res.UUID.String()

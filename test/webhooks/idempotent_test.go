@@ -3,6 +3,8 @@ package webhooks
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,5 +87,24 @@ func TestIdempotentStore(t *testing.T) {
 	raw := e.CLI("audit", "export", "--tenant", "acme")
 	if strings.Contains(raw, "idempotent subject") {
 		t.Errorf("the audit log holds content")
+	}
+	// One record per request: a store's in its version's transaction, a
+	// retry's and a refusal's after the answer.
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(raw), "\n") {
+		var rec struct {
+			Action string
+			Status int
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if rec.Action == "store" || rec.Action == "replace" {
+			got = append(got, fmt.Sprintf("%s %d", rec.Action, rec.Status))
+		}
+	}
+	want := []string{"store 201", "store 200", "replace 200", "store 409", "replace 200", "store 409", "replace 200", "replace 200"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the store records:\n%s\nwant:\n%s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
 }

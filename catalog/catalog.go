@@ -223,6 +223,15 @@ func (c *Catalog) loadID(ctx context.Context) error {
 // Path is the catalog file's path.
 func (c *Catalog) Path() string { return c.path }
 
+// LimitReaders caps the pool's connections besides the writer's (7 by
+// default). Each connection keeps a page cache of its own (up to 2 MiB),
+// which a process that streams the catalog once has no use for. A caller
+// must never hold more than n results open at once.
+func (c *Catalog) LimitReaders(n int) {
+	c.db.SetMaxOpenConns(n + 1)
+	c.db.SetMaxIdleConns(n + 1)
+}
+
 // DB gives read access for queries this package does not wrap.
 func (c *Catalog) DB() *sql.DB { return c.db.DB }
 

@@ -9,11 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -115,7 +114,7 @@ type exportRun struct {
 }
 
 // runExport runs the real binary's export of tenant into a new directory
-// and reads its peak RSS from /proc while it runs (watchPeakRSS).
+// and reads its peak RSS from /proc while it runs (benchkit.WatchPeakRSS).
 func runExport(t testing.TB, e *testenv.Env, tenant string) exportRun {
 	t.Helper()
 	to := filepath.Join(t.TempDir(), "export")
@@ -137,7 +136,7 @@ func runExport(t testing.TB, e *testenv.Env, tenant string) exportRun {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("export parquet: %v", err)
 	}
-	peak := watchPeakRSS(cmd.Process.Pid)
+	peak := benchkit.WatchPeakRSS(cmd.Process.Pid)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("export parquet: %v\n%s", err, errOut.Bytes())
 	}
@@ -146,41 +145,6 @@ func runExport(t testing.TB, e *testenv.Env, tenant string) exportRun {
 		t.Fatalf("export parquet said %q: %v", out.Bytes(), err)
 	}
 	return r
-}
-
-// watchPeakRSS reads the process's VmHWM every few milliseconds until it
-// exits; the returned func stops and gives the last value read. The
-// child's rusage would not do: Linux carries the high-water mark of the
-// memory an exec replaces into ru_maxrss, and Go starts a child sharing
-// the test process's memory until its exec, so ru_maxrss reported this
-// whole benchmark's resident memory whenever it was the larger.
-func watchPeakRSS(pid int) func() float64 {
-	var peak float64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		path := fmt.Sprintf("/proc/%d/status", pid)
-		for {
-			if b, err := os.ReadFile(path); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-						kb, _ := strconv.ParseFloat(f[1], 64)
-						peak = max(peak, kb*1024)
-					}
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	return func() float64 {
-		close(stop)
-		<-done
-		return peak
-	}
 }
 
 // objectFiles lists the sealed objects in the data directory, in the

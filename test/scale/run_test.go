@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 )
 
 // site is one size's configuration, data directory and binary.
@@ -58,7 +60,7 @@ func (s *site) dataDir() string   { return filepath.Join(s.dir, "data") }
 func (s *site) masterKey() string { return filepath.Join(s.dir, "master.key") }
 
 // run is one finished run of the binary: its wall time from start to exit
-// and its peak RSS as the kernel counted it.
+// and its peak RSS (benchkit.WatchPeakRSS).
 type run struct {
 	out    []byte
 	wall   time.Duration
@@ -66,15 +68,6 @@ type run struct {
 }
 
 func (r run) rssMiB() float64 { return float64(r.rssKiB) / 1024 }
-
-// maxRSS is the peak resident set size of an ended process, in KiB
-// (getrusage's ru_maxrss on Linux).
-func maxRSS(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return int64(ru.Maxrss)
-	}
-	return 0
-}
 
 // cli runs the binary with the site's configuration and fails the test on
 // a non-zero exit.
@@ -84,12 +77,18 @@ func (s *site) cli(args ...string) run {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	peak := func() float64 { return 0 }
+	if err == nil {
+		peak = benchkit.WatchPeakRSS(cmd.Process.Pid)
+		err = cmd.Wait()
+	}
 	wall := time.Since(start)
+	rss := peak()
 	if err != nil {
 		s.t.Fatalf("vcon-server %s: %v\n%s\n%s", strings.Join(args, " "), err, errOut.Bytes(), tail(out.Bytes()))
 	}
-	return run{out: out.Bytes(), wall: wall, rssKiB: maxRSS(cmd.ProcessState)}
+	return run{out: out.Bytes(), wall: wall, rssKiB: int64(rss / 1024)}
 }
 
 // tail is the end of a long output, for a failure message.
@@ -129,6 +128,7 @@ type server struct {
 	started time.Time     // just before the process was started
 	health  time.Duration // from started to the first 200 of /health
 	done    chan struct{}
+	peak    func() float64 // benchkit.WatchPeakRSS
 }
 
 // serve starts `vcon-server serve` and waits for the first 200 of
@@ -147,6 +147,7 @@ func (s *site) serve(name string) *server {
 	if err := p.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	p.peak = benchkit.WatchPeakRSS(p.cmd.Process.Pid)
 	go func() { p.cmd.Wait(); logf.Close(); close(p.done) }()
 	s.t.Cleanup(func() {
 		if !p.exited() {
@@ -191,7 +192,7 @@ func (p *server) stop() int64 {
 	case <-time.After(5 * time.Minute):
 		p.s.t.Fatal("serve did not stop in 5 minutes after SIGTERM")
 	}
-	return maxRSS(p.cmd.ProcessState)
+	return int64(p.peak() / 1024)
 }
 
 // waitLog waits until a line of the server's log holds every one of the

@@ -1,11 +1,15 @@
 // Package benchkit holds what more than one benchmark package needs: the
-// 4 KiB vCon they store, and the disk's floor for a durable small file.
+// 4 KiB vCon they store, the disk's floor for a durable small file, and a
+// child process's peak RSS.
 package benchkit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -43,4 +47,39 @@ func WriteDurable(d *os.File, dir string, body []byte) error {
 		return err
 	}
 	return d.Sync()
+}
+
+// WatchPeakRSS reads a child process's VmHWM every few milliseconds until
+// it exits; the returned func stops and gives the last value read, in
+// bytes. A child's rusage would not do: Linux carries the high-water mark
+// of the memory an exec replaces into ru_maxrss, and Go starts a child
+// sharing its parent's memory until the exec, so ru_maxrss reports the
+// test process's own resident memory whenever that is the larger.
+func WatchPeakRSS(pid int) func() float64 {
+	var peak float64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/proc/%d/status", pid)
+		for {
+			if b, err := os.ReadFile(path); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+						kb, _ := strconv.ParseFloat(f[1], 64)
+						peak = max(peak, kb*1024)
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() float64 {
+		close(stop)
+		<-done
+		return peak
+	}
 }

@@ -162,12 +162,7 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		_ = os.Chmod(p, 0o600)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	go c.writer(conn)
+	go c.writer()
 	return c, nil
 }
 

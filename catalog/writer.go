@@ -2,7 +2,7 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,25 +78,24 @@ func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, note bool) er
 	return <-r.err
 }
 
-// writer owns conn, the connection every write transaction runs on: the
-// log's sync mode is a setting of a connection, changed between
-// transactions only.
+// writer runs every write transaction. The log's sync mode is a setting
+// of a connection, changed outside transactions only: a batch of notes
+// sets it to NORMAL on the connection it takes from the pool, and back to
+// FULL before giving the connection back, so every other use of the pool
+// (a checkpoint, a backup, the schema at open) finds FULL.
 type writer struct {
-	c    *Catalog
-	conn *sql.Conn
-	full bool // conn's synchronous is FULL
+	c *Catalog
 	// unsynced: notes committed without an fsync since the last synced
 	// commit; timer ends their wait.
 	unsynced bool
 	timer    *time.Timer
 }
 
-func (c *Catalog) writer(conn *sql.Conn) {
-	w := &writer{c: c, conn: conn, full: true, timer: time.NewTimer(noteSync)}
+func (c *Catalog) writer() {
+	w := &writer{c: c, timer: time.NewTimer(noteSync)}
 	w.timer.Stop()
 	defer func() {
 		w.syncLog()
-		conn.Close()
 		close(c.done)
 	}()
 	for {
@@ -149,22 +148,6 @@ func (w *writer) syncLog() {
 	w.c.noteSyncs.Add(1)
 }
 
-// setSync sets the connection's sync mode for the next transaction.
-func (w *writer) setSync(full bool) error {
-	if w.full == full {
-		return nil
-	}
-	mode := "NORMAL"
-	if full {
-		mode = "FULL"
-	}
-	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+mode); err != nil {
-		return err
-	}
-	w.full = full
-	return nil
-}
-
 func (w *writer) commitBatch(batch []*writeReq) {
 	c := w.c
 	errs := make([]error, len(batch))
@@ -177,11 +160,26 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	for _, r := range batch {
 		full = full || !r.note
 	}
-	if err := w.setSync(full); err != nil {
-		fail(fmt.Errorf("catalog: set the log's sync mode: %w", err))
+	bg := context.Background()
+	conn, err := c.db.Conn(bg)
+	if err != nil {
+		fail(fmt.Errorf("catalog: begin: %w", err))
 		return
 	}
-	sqlTx, err := w.conn.BeginTx(context.Background(), nil)
+	defer conn.Close()
+	if !full {
+		if _, err := conn.ExecContext(bg, "PRAGMA synchronous = NORMAL"); err != nil {
+			fail(fmt.Errorf("catalog: set the log's sync mode: %w", err))
+			return
+		}
+		defer func() {
+			if _, err := conn.ExecContext(bg, "PRAGMA synchronous = FULL"); err != nil {
+				// A connection that cannot say FULL is not given back.
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	sqlTx, err := conn.BeginTx(bg, nil)
 	if err != nil {
 		fail(fmt.Errorf("catalog: begin: %w", err))
 		return

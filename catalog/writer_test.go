@@ -48,6 +48,16 @@ func TestNotesCommitThenSync(t *testing.T) {
 	if n := countAudit(t, other, tn.ID); n != 21 {
 		t.Fatalf("a note is not read back when Note returns: %d records", n)
 	}
+	// The connection a note ran on goes back to the pool synced FULL:
+	// with one connection, the next reader gets that very one.
+	c.LimitReaders(0)
+	if err := c.NoteAudit(ctx, tn.ID, Record{Actor: "key:x", Action: "read", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	var mode int
+	if err := c.DB().QueryRow(`PRAGMA synchronous`).Scan(&mode); err != nil || mode != 2 {
+		t.Fatalf("a pool connection after a note: synchronous %d (%v), want 2 (FULL)", mode, err)
+	}
 	deadline := time.Now().Add(noteSync + 5*time.Second)
 	for c.noteSyncs.Load() == before {
 		if time.Now().After(deadline) {

@@ -140,7 +140,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		ID: vid, Tenant: req.Tenant, UUID: uuid, StoredAt: now,
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
 		Form: catalog.Form(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
-		WrappedKey: wrapped, Location: a.Loc,
+		WrappedKey: wrapped, Location: a.Loc, BodyMAC: sum,
 	}
 	var replaced bool
 	var replay catalog.Replay
@@ -153,9 +153,6 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 			return err
 		}
 		if replaced, err = tx.InsertVersion(v, req.Mode); err != nil {
-			return err
-		}
-		if err := tx.SetBodyMAC(vid, sum); err != nil {
 			return err
 		}
 		if req.Record != nil {

@@ -57,6 +57,10 @@ type Version struct {
 	PackLength      int64
 	PackKey         string // the pack file's object key, for packed versions
 	Current         bool   // filled by the queries that know
+	// BodyMAC is the keyed hash of the body that recognises a retried
+	// store (docs/FORMAT.md, "Store"): written by InsertVersion, never
+	// read into a Version.
+	BodyMAC []byte
 }
 
 const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.content_encoding, v.form, v.size, v.sealed_size,
@@ -130,9 +134,9 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 			return false, err
 		}
 	}
-	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location))
+	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location, body_mac)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location), v.BodyMAC)
 	return replaced, err
 }
 

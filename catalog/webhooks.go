@@ -288,12 +288,6 @@ func scanReplay(row *sql.Row) (Replay, error) {
 	return r, nil
 }
 
-// SetBodyMAC records a new version's keyed hash of its body.
-func (tx *Tx) SetBodyMAC(version ids.ID, mac []byte) error {
-	_, err := tx.exec(`UPDATE versions SET body_mac = ? WHERE id = ?`, mac, version[:])
-	return err
-}
-
 // Commits counts the write batches this process committed: a cheap way
 // for a poller to see that something may have changed.
 func (c *Catalog) Commits() uint64 { return c.commits.Load() }

@@ -336,50 +336,23 @@ func (d *Dir) List(ctx context.Context, prefix string, fn func(Info) error) erro
 // links included so an operator may move objects/ to another disk. Files
 // come in the lexical order of their keys: a folder sorts as its name
 // followed by "/", as its keys do.
+//
+// The order needs every name of a folder before the first visit: walk
+// keeps those names only (a tenant's folder may hold a million), read a
+// batch at a time, and stats each file when it visits it.
 func (d *Dir) walk(ctx context.Context, rel, name string, visit func(key string, fi fs.FileInfo, temp bool) error) error {
-	entries, err := os.ReadDir(filepath.Join(d.root, filepath.FromSlash(rel)))
-	if missing(err) {
-		return nil
-	}
+	folder := filepath.Join(d.root, filepath.FromSlash(rel))
+	names, err := sortedNames(folder, name)
 	if err != nil {
-		return fsErr("read folder", err)
+		return err
 	}
-	type item struct {
-		sortKey string
-		fi      fs.FileInfo
-	}
-	items := make([]item, 0, len(entries))
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), name) || strings.ContainsRune(e.Name(), '\\') {
-			continue
-		}
-		var fi fs.FileInfo
-		if e.Type()&fs.ModeSymlink != 0 {
-			fi, err = os.Stat(filepath.Join(d.root, filepath.FromSlash(rel), e.Name()))
-		} else {
-			fi, err = e.Info()
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since ReadDir
-		}
-		if err != nil {
-			return fsErr("stat", err)
-		}
-		switch {
-		case fi.IsDir():
-			items = append(items, item{e.Name() + "/", fi})
-		case fi.Mode().IsRegular():
-			items = append(items, item{e.Name(), fi})
-		}
-	}
-	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.sortKey, b.sortKey) })
-	for _, it := range items {
+	for _, n := range names {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		key := rel + it.sortKey
-		if it.fi.IsDir() {
-			if strings.HasPrefix(it.sortKey, tempPrefix) {
+		key := rel + n
+		if strings.HasSuffix(n, "/") {
+			if strings.HasPrefix(n, tempPrefix) {
 				continue
 			}
 			if err := d.walk(ctx, key, "", visit); err != nil {
@@ -387,11 +360,69 @@ func (d *Dir) walk(ctx context.Context, rel, name string, visit func(key string,
 			}
 			continue
 		}
-		if err := visit(key, it.fi, strings.HasPrefix(it.sortKey, tempPrefix)); err != nil {
+		fi, err := os.Stat(filepath.Join(folder, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the folder was read
+		}
+		if err != nil {
+			return fsErr("stat", err)
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := visit(key, fi, strings.HasPrefix(n, tempPrefix)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sortedNames reads the names in folder that start with prefix, a folder's
+// with "/" after it, in lexical order; files of other kinds are left out.
+func sortedNames(folder, prefix string) ([]string, error) {
+	f, err := os.Open(folder)
+	if missing(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fsErr("read folder", err)
+	}
+	defer f.Close()
+	var names []string
+	for {
+		entries, err := f.ReadDir(1024)
+		for _, e := range entries {
+			n := e.Name()
+			if !strings.HasPrefix(n, prefix) || strings.ContainsRune(n, '\\') {
+				continue
+			}
+			typ := e.Type()
+			if typ&fs.ModeSymlink != 0 {
+				fi, err := os.Stat(filepath.Join(folder, n))
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // a dangling link, or removed since
+				}
+				if err != nil {
+					return nil, fsErr("stat", err)
+				}
+				typ = fi.Mode().Type()
+			}
+			switch {
+			case typ.IsDir():
+				names = append(names, n+"/")
+			case typ.IsRegular():
+				names = append(names, n)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fsErr("read folder", err)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // RemoveStaleTemps removes the temporary files of uploads that a crash cut

@@ -13,8 +13,8 @@ import (
 
 // One goroutine writes (docs/FORMAT.md, "Store"): it takes every call
 // queued while the previous commit ran, runs each in a savepoint of one
-// transaction on its own connection, and commits them together, so one
-// fsync of the log serves many requests (group commit).
+// transaction, and commits them together, so one fsync of the log serves
+// many requests (group commit).
 
 const maxBatch = 256
 
@@ -48,10 +48,11 @@ func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
 // Note runs fn as Update does, for a record of what changed nothing (the
 // audit record of a read or of a refusal): it returns once the record is
 // committed, seen by every reader and kept through a crash of the process,
-// and the log holding it is synced within noteSync. A batch of notes alone commits
-// without an fsync (synchronous NORMAL), which is most of a read's time on
-// a disk whose fsync takes milliseconds; a power cut may lose the records
-// of the last second's reads, never a change nor its record.
+// and the log holding it is synced within noteSync. A batch of notes alone
+// commits without an fsync (synchronous NORMAL), which was most of a
+// read's time on a disk whose fsync takes milliseconds; a power cut may
+// lose the records of the last second's reads, never a change nor its
+// record.
 func (c *Catalog) Note(ctx context.Context, fn func(*Tx) error) error {
 	return c.write(ctx, fn, true)
 }

@@ -144,7 +144,8 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	}
 	var replaced bool
 	var replay catalog.Replay
-	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
+	// One version, its record and its tokens: a small write.
+	err = a.Cat.UpdateSmall(ctx, func(tx *catalog.Tx) error {
 		var err error
 		replay, err = tx.ReplayOf(req.Tenant, uuid, sum, req.ContentType, req.ContentEncoding)
 		if err == nil {

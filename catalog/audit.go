@@ -37,7 +37,7 @@ func (tx *Tx) AdminLog(r Record) error {
 
 // Audit appends one record to a tenant's log in a write of its own.
 func (c *Catalog) Audit(ctx context.Context, tenant ids.ID, r Record) error {
-	return c.Update(ctx, func(tx *Tx) error { return tx.Audit(tenant, r) })
+	return c.UpdateSmall(ctx, func(tx *Tx) error { return tx.Audit(tenant, r) })
 }
 
 // NoteAudit appends the record of a request that changed nothing (a read,
@@ -49,7 +49,7 @@ func (c *Catalog) NoteAudit(ctx context.Context, tenant ids.ID, r Record) error 
 
 // AdminLog appends one record to the admin log in a write of its own.
 func (c *Catalog) AdminLog(ctx context.Context, r Record) error {
-	return c.Update(ctx, func(tx *Tx) error { return tx.AdminLog(r) })
+	return c.UpdateSmall(ctx, func(tx *Tx) error { return tx.AdminLog(r) })
 }
 
 // NoteAdminLog appends the record of a refusal to the admin log as a note.

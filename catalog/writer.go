@@ -23,13 +23,25 @@ const maxBatch = 256
 const noteSync = time.Second
 
 type writeReq struct {
-	ctx context.Context
-	fn  func(*Tx) error
-	err chan error
-	// note: a record of a request that changed nothing (Note), whose
-	// commit need not wait for an fsync of its own.
-	note bool
+	ctx  context.Context
+	fn   func(*Tx) error
+	err  chan error
+	kind writeKind
 }
+
+// writeKind says what a write may skip.
+type writeKind int
+
+const (
+	// general: any change, however many rows.
+	general writeKind = iota
+	// small: a change of one version and its records (UpdateSmall), a
+	// few dozen pages at most, whose rollback journal may stay in memory.
+	small
+	// note: a record of a request that changed nothing (Note), small,
+	// whose commit need not wait for an fsync of its own.
+	note
+)
 
 // Update runs fn in a write transaction and returns once it is committed
 // (durable: synchronous FULL) or failed. fn runs on the writer goroutine,
@@ -42,7 +54,17 @@ type writeReq struct {
 // succeed on a full disk. fn may therefore run twice; it sets, never
 // accumulates, what it reports.
 func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
-	return c.write(ctx, fn, false)
+	return c.write(ctx, fn, general)
+}
+
+// UpdateSmall runs fn as Update does, for a change of one version and its
+// records (a store): a batch made only of such calls and notes keeps the
+// journal that rolls one call back in memory, where SQLite otherwise
+// writes each page a call changes to a temporary file first, about a
+// quarter of a store's commit. A general call may change every row (a
+// master-key rotation), so its batch keeps the file, bounded on disk.
+func (c *Catalog) UpdateSmall(ctx context.Context, fn func(*Tx) error) error {
+	return c.write(ctx, fn, small)
 }
 
 // Note runs fn as Update does, for a record of what changed nothing (the
@@ -54,21 +76,21 @@ func (c *Catalog) Update(ctx context.Context, fn func(*Tx) error) error {
 // lose the records of the last second's reads, never a change nor its
 // record.
 func (c *Catalog) Note(ctx context.Context, fn func(*Tx) error) error {
-	return c.write(ctx, fn, true)
+	return c.write(ctx, fn, note)
 }
 
-func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, note bool) error {
-	err := c.enqueue(ctx, fn, note)
+func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, kind writeKind) error {
+	err := c.enqueue(ctx, fn, kind)
 	if reserve.IsFull(err) {
 		if _, rerr := reserve.Release(filepath.Dir(c.path)); rerr == nil {
-			err = c.enqueue(ctx, fn, note)
+			err = c.enqueue(ctx, fn, kind)
 		}
 	}
 	return err
 }
 
-func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, note bool) error {
-	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), note: note}
+func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, kind writeKind) error {
+	r := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1), kind: kind}
 	select {
 	case c.reqs <- r:
 	case <-ctx.Done():
@@ -79,11 +101,13 @@ func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, note bool) er
 	return <-r.err
 }
 
-// writer runs every write transaction. The log's sync mode is a setting
-// of a connection, changed outside transactions only: a batch of notes
-// sets it to NORMAL on the connection it takes from the pool, and back to
-// FULL before giving the connection back, so every other use of the pool
-// (a checkpoint, a backup, the schema at open) finds FULL.
+// writer runs every write transaction. The log's sync mode and where
+// temporary data goes are settings of a connection, changed outside
+// transactions only: a batch of notes sets synchronous NORMAL, a batch of
+// small writes temp_store MEMORY, on the connection it takes from the
+// pool, and both go back to the defaults before the connection does, so
+// every other use of the pool (a checkpoint, a backup, the schema at
+// open, a large sort) finds FULL and temporary files.
 type writer struct {
 	c *Catalog
 	// unsynced: notes committed without an fsync since the last synced
@@ -157,9 +181,10 @@ func (w *writer) commitBatch(batch []*writeReq) {
 			r.err <- err
 		}
 	}
-	full := false
+	full, large := false, false
 	for _, r := range batch {
-		full = full || !r.note
+		full = full || r.kind != note
+		large = large || r.kind == general
 	}
 	bg := context.Background()
 	conn, err := c.db.Conn(bg)
@@ -168,14 +193,24 @@ func (w *writer) commitBatch(batch []*writeReq) {
 		return
 	}
 	defer conn.Close()
-	if !full {
-		if _, err := conn.ExecContext(bg, "PRAGMA synchronous = NORMAL"); err != nil {
-			fail(fmt.Errorf("catalog: set the log's sync mode: %w", err))
+	for _, s := range []struct {
+		on           bool
+		set, restore string
+	}{
+		{!full, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"},
+		{!large, "PRAGMA temp_store = MEMORY", "PRAGMA temp_store = DEFAULT"},
+	} {
+		if !s.on {
+			continue
+		}
+		if _, err := conn.ExecContext(bg, s.set); err != nil {
+			fail(fmt.Errorf("catalog: %s: %w", s.set, err))
 			return
 		}
 		defer func() {
-			if _, err := conn.ExecContext(bg, "PRAGMA synchronous = FULL"); err != nil {
-				// A connection that cannot say FULL is not given back.
+			if _, err := conn.ExecContext(bg, s.restore); err != nil {
+				// A connection that cannot go back to the defaults is
+				// not given back.
 				conn.Raw(func(any) error { return driver.ErrBadConn })
 			}
 		}()

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,9 +56,12 @@ func TestNotesCommitThenSync(t *testing.T) {
 	if err := c.NoteAudit(ctx, tn.ID, Record{Actor: "key:x", Action: "read", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	var mode int
+	var mode, temp int
 	if err := c.DB().QueryRow(`PRAGMA synchronous`).Scan(&mode); err != nil || mode != 2 {
 		t.Fatalf("a pool connection after a note: synchronous %d (%v), want 2 (FULL)", mode, err)
+	}
+	if err := c.DB().QueryRow(`PRAGMA temp_store`).Scan(&temp); err != nil || temp != 0 {
+		t.Fatalf("a pool connection after a note: temp_store %d (%v), want 0 (DEFAULT)", temp, err)
 	}
 	deadline := time.Now().Add(noteSync + 5*time.Second)
 	for c.noteSyncs.Load() == before {
@@ -74,4 +79,52 @@ func countAudit(t *testing.T, c *Catalog, tenant ids.ID) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Small writes share batches with one another and with general ones; a
+// call that fails is rolled back alone, its journal in memory or not.
+func TestSmallWritesRollBackAlone(t *testing.T) {
+	ctx := context.Background()
+	c, _, err := Create(ctx, t.TempDir(), masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var tn Tenant
+	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("refused after writing")
+	const n = 200
+	done := make(chan error, n)
+	for i := 0; i < n; i++ {
+		write := c.UpdateSmall
+		if i%7 == 0 {
+			write = c.Update
+		}
+		go func() {
+			done <- write(ctx, func(tx *Tx) error {
+				for j := 0; j < 40; j++ { // more pages than a journal keeps in memory by default
+					if err := tx.Audit(tn.ID, Record{Actor: "key:x", Action: "store", Label: strings.Repeat("x", 200), Status: 201}); err != nil {
+						return err
+					}
+				}
+				if i%2 == 1 {
+					return failed
+				}
+				return nil
+			})
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-done; err != nil && !errors.Is(err, failed) {
+			t.Fatal(err)
+		}
+	}
+	if got := countAudit(t, c, tn.ID); got != n/2*40 {
+		t.Fatalf("%d records, want %d: a failed call's rows were kept or a good call's lost", got, n/2*40)
+	}
+	if c.commits.Load() >= n {
+		t.Logf("no batch held two calls (%d commits)", c.commits.Load())
+	}
 }

@@ -31,15 +31,7 @@ func BenchmarkStoreCommit(b *testing.B) {
 
 func benchStoreCommit(b *testing.B, write func(*Catalog) func(context.Context, func(*Tx) error) error) {
 	ctx := context.Background()
-	c, _, err := Create(ctx, b.TempDir(), masterKey(b, 1).CheckValue())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	var tn Tenant
-	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
-		b.Fatal(err)
-	}
+	c, tn := withTenant(b, b.TempDir())
 	store := func() error {
 		now := time.Now()
 		v := Version{ID: ids.NewV7(now), Tenant: tn.ID, UUID: ids.NewRandom(), StoredAt: now, ContentType: "application/vcon+json",

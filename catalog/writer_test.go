@@ -16,15 +16,7 @@ import (
 func TestNotesCommitThenSync(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var tn Tenant
-	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
-		t.Fatal(err)
-	}
+	c, tn := withTenant(t, dir)
 	other, err := Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +64,23 @@ func TestNotesCommitThenSync(t *testing.T) {
 	}
 }
 
+// withTenant creates a catalog in dir with one tenant; it is closed when
+// the test ends.
+func withTenant(t testing.TB, dir string) (*Catalog, Tenant) {
+	t.Helper()
+	ctx := context.Background()
+	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var tn Tenant
+	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return c, tn
+}
+
 func countAudit(t *testing.T, c *Catalog, tenant ids.ID) int {
 	t.Helper()
 	n := 0
@@ -85,15 +94,7 @@ func countAudit(t *testing.T, c *Catalog, tenant ids.ID) int {
 // call that fails is rolled back alone, its journal in memory or not.
 func TestSmallWritesRollBackAlone(t *testing.T) {
 	ctx := context.Background()
-	c, _, err := Create(ctx, t.TempDir(), masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var tn Tenant
-	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
-		t.Fatal(err)
-	}
+	c, tn := withTenant(t, t.TempDir())
 	failed := errors.New("refused after writing")
 	const n = 200
 	done := make(chan error, n)

@@ -103,11 +103,13 @@ func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, kind writeKin
 
 // writer runs every write transaction. The log's sync mode and where
 // temporary data goes are settings of a connection, changed outside
-// transactions only: a batch of notes sets synchronous NORMAL, a batch of
-// small writes temp_store MEMORY, on the connection it takes from the
-// pool, and both go back to the defaults before the connection does, so
-// every other use of the pool (a checkpoint, a backup, the schema at
-// open, a large sort) finds FULL and temporary files.
+// transactions only: a batch of notes alone sets synchronous NORMAL, a
+// batch with small writes and no general one temp_store MEMORY (notes
+// change too few pages to fill the journal's memory), on the connection
+// it takes from the pool, and both go back to the defaults before the
+// connection does, so every other use of the pool (a checkpoint, a
+// backup, the schema at open, a large sort) finds FULL and temporary
+// files.
 type writer struct {
 	c *Catalog
 	// unsynced: notes committed without an fsync since the last synced
@@ -181,11 +183,11 @@ func (w *writer) commitBatch(batch []*writeReq) {
 			r.err <- err
 		}
 	}
-	full, large := false, false
+	var has [note + 1]bool // by kind
 	for _, r := range batch {
-		full = full || r.kind != note
-		large = large || r.kind == general
+		has[r.kind] = true
 	}
+	full := has[general] || has[small]
 	bg := context.Background()
 	conn, err := c.db.Conn(bg)
 	if err != nil {
@@ -198,7 +200,7 @@ func (w *writer) commitBatch(batch []*writeReq) {
 		set, restore string
 	}{
 		{!full, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"},
-		{!large, "PRAGMA temp_store = MEMORY", "PRAGMA temp_store = DEFAULT"},
+		{has[small] && !has[general], "PRAGMA temp_store = MEMORY", "PRAGMA temp_store = DEFAULT"},
 	} {
 		if !s.on {
 			continue

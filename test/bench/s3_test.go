@@ -82,7 +82,8 @@ func s3Rows(t *testing.T, tb *table) {
 
 	p := e.StartProfiled("s3-store")
 	w := func(l func(time.Duration) result) func(time.Duration) result {
-		return watch(t, []int{p.Pid(), srv.Pid()}, l)
+		// This process runs the clients, and the proxy of the proxied loads.
+		return watch(t, []int{p.Pid(), srv.Pid(), os.Getpid()}, l)
 	}
 	var store16, put16 result
 	for _, n := range s3Clients {
@@ -97,7 +98,7 @@ func s3Rows(t *testing.T, tb *table) {
 		})
 		if n == 16 {
 			store16, put16 = r[2], r[1]
-			cpuRow(tb, srv.Kind, "S3 store", "PUT", r)
+			cpuRows(tb, srv.Kind, "S3 store", "PUT", r)
 		}
 	}
 	latencyRow(tb, "S3 store latency, 16 clients", store16, "proxied PUT", put16)
@@ -144,26 +145,49 @@ func s3Rows(t *testing.T, tb *table) {
 			met:      yes(r[2].rate() >= 0.8*r[1].rate()),
 		})
 		if n == 16 {
-			cpuRow(tb, srv.Kind, "S3 read", "GET", r)
+			cpuRows(tb, srv.Kind, "S3 read", "GET", r)
 		}
 	}
 	p.Stop()
 }
 
-// cpuRow is the CPU time per operation of vcon-server and of the S3
-// server under the 16-client loads r (raw, proxied, vcon-server), and the
-// cores the S3 server used: where it uses about all the machine leaves,
-// its CPU is the ceiling, not vcon-server.
-func cpuRow(tb *table, kind, what, op string, r []result) {
-	cores := func(r result) float64 { return r.cpu[1].Seconds() / r.elapsed.Seconds() }
+// cpuRows are the CPU time per operation of vcon-server, of the S3 server
+// and of this process (the clients, and the proxy of the proxied load)
+// under the 16-client loads r (raw, proxied, vcon-server), with the cores
+// each load kept busy in all; then what the 0.80× goal leaves vcon-server:
+// at the cores the proxied load used, 0.80× its rate allows so much CPU
+// an operation in all, less what the S3 server and the clients spent on
+// each of vcon-server's. Where the loads use about the whole machine, a
+// server that needs more than that cannot meet the goal on it.
+func cpuRows(tb *table, kind, what, op string, r []result) {
+	const vcon, s3, self = 0, 1, 2
+	cores := func(r result, procs ...int) float64 {
+		var d time.Duration
+		for _, i := range procs {
+			d += r.cpu[i]
+		}
+		return d.Seconds() / r.elapsed.Seconds()
+	}
 	tb.add(row{
 		figure: what + ", 16 clients: CPU per operation",
-		server: fmt.Sprintf("vcon-server %s + %s %s (%s at %.2f cores)",
-			micros(r[2].cpuPerOp(0)), kind, micros(r[2].cpuPerOp(1)), kind, cores(r[2])),
-		baseline: fmt.Sprintf("%s %s a proxied %s (%.2f cores), %s raw (%.2f cores)",
-			kind, micros(r[1].cpuPerOp(1)), op, cores(r[1]), micros(r[0].cpuPerOp(1)), cores(r[0])),
+		server: fmt.Sprintf("vcon-server %s + %s %s + clients %s (%.2f cores in all)",
+			micros(r[2].cpuPerOp(vcon)), kind, micros(r[2].cpuPerOp(s3)), micros(r[2].cpuPerOp(self)), cores(r[2], vcon, s3, self)),
+		baseline: fmt.Sprintf("%s %s + proxy and clients %s a proxied %s (%.2f cores in all); %s %s + clients %s raw (%.2f cores)",
+			kind, micros(r[1].cpuPerOp(s3)), micros(r[1].cpuPerOp(self)), op, cores(r[1], s3, self),
+			kind, micros(r[0].cpuPerOp(s3)), micros(r[0].cpuPerOp(self)), cores(r[0], s3, self)),
 		ratio: "—",
-		goal:  "— (where the S3 server's CPU is the ceiling)",
+		goal:  "—",
+	})
+	perOp := time.Duration(cores(r[1], s3, self) / (0.8 * r[1].rate()) * float64(time.Second))
+	budget := perOp - r[2].cpuPerOp(s3) - r[2].cpuPerOp(self)
+	used := r[2].cpuPerOp(vcon)
+	tb.add(row{
+		figure:   what + ", 16 clients: vcon-server CPU per operation (vs what the 0.80× goal leaves it)",
+		server:   micros(used),
+		baseline: fmt.Sprintf("%s: %s an operation in all at 0.80× the proxied rate, less %s and the clients", micros(budget), micros(perOp), kind),
+		ratio:    ratio(float64(used), float64(budget)),
+		goal:     "≤ 1.00×",
+		met:      yes(used <= budget),
 	})
 }
 

@@ -35,15 +35,17 @@ func dirRows(t *testing.T, tb *table) {
 	body := bytes.Repeat([]byte("x"), int(seal.SealedSize(4096)))
 
 	p := e.StartProfiled("dir-store")
+	// This process runs the file loop and the server's clients.
+	pids := []int{p.Pid(), os.Getpid()}
 	r := abba(t, d,
-		func(d time.Duration) result {
+		watch(t, pids, func(d time.Duration) result {
 			return closedLoop(t, clients, d, func(int) error { return benchkit.WriteDurable(fd, floor, body) })
-		},
-		func(d time.Duration) result {
+		}),
+		watch(t, pids, func(d time.Duration) result {
 			return closedLoop(t, clients, d, func(int) error {
 				return a.do("POST", "/vcons", benchkit.Vcon4K(ids.NewRandom().String()), 201)
 			})
-		})
+		}))
 	p.Stop()
 	tb.add(row{
 		figure:   fmt.Sprintf("data directory store, %d clients (vs write+fsync+rename+dir-fsync)", clients),
@@ -52,6 +54,15 @@ func dirRows(t *testing.T, tb *table) {
 		ratio:    ratio(r[1].rate(), r[0].rate()),
 		goal:     "≥ 1.00×",
 		met:      yes(r[1].rate() >= r[0].rate()),
+	})
+	const vcon, self = 0, 1
+	tb.add(row{
+		figure: "data directory store, 16 clients: CPU per operation",
+		server: fmt.Sprintf("vcon-server %s + clients %s (%.2f cores; the machine %.2f)",
+			micros(r[1].cpuPerOp(vcon)), micros(r[1].cpuPerOp(self)), r[1].cores(vcon, self), r[1].cores()),
+		baseline: fmt.Sprintf("file loop %s (%.2f cores; the machine %.2f)", micros(r[0].cpuPerOp(self)), r[0].cores(self), r[0].cores()),
+		ratio:    "—",
+		goal:     "—",
 	})
 	latencyRow(tb, "data directory store latency, 16 clients", r[1], "file loop", r[0])
 }

@@ -150,7 +150,7 @@ func TestPerfSmoke(t *testing.T) {
 	tb := &table{}
 	dirRows(t, tb)
 	packedRows(t, tb)
-	if len(tb.rows) != 5 || !strings.Contains(tb.markdown(), "| data directory store, 16 clients") {
+	if len(tb.rows) != 6 || !strings.Contains(tb.markdown(), "| data directory store, 16 clients") {
 		t.Fatalf("the table:\n%s", tb.markdown())
 	}
 }

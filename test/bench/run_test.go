@@ -24,6 +24,7 @@ type result struct {
 	elapsed time.Duration
 	lat     []time.Duration
 	cpu     []time.Duration // of the processes watched (watch), in order
+	busy    time.Duration   // the whole machine's, kernel threads included (watch)
 }
 
 func (r result) rate() float64 {
@@ -49,7 +50,7 @@ func (r result) merge(o result) result {
 	for i := range min(len(r.cpu), len(cpu)) {
 		cpu[i] += r.cpu[i]
 	}
-	return result{ops: r.ops + o.ops, elapsed: r.elapsed + o.elapsed, lat: append(r.lat, o.lat...), cpu: cpu}
+	return result{ops: r.ops + o.ops, elapsed: r.elapsed + o.elapsed, lat: append(r.lat, o.lat...), cpu: cpu, busy: r.busy + o.busy}
 }
 
 // cpuPerOp is the i-th watched process's CPU time per operation.
@@ -61,15 +62,17 @@ func (r result) cpuPerOp(i int) time.Duration {
 }
 
 // watch makes a load also record the CPU time the processes pids spend
-// while it runs: where the S3 server's own CPU is the ceiling on 2 cores,
-// this shows it.
+// while it runs, and the whole machine's: where a load keeps about every
+// core busy, CPU is its ceiling, and these say whose.
 func watch(t testing.TB, pids []int, load func(time.Duration) result) func(time.Duration) result {
 	return func(d time.Duration) result {
 		before := make([]time.Duration, len(pids))
 		for i, p := range pids {
 			before[i] = cpuTime(t, p)
 		}
+		busy := machineBusy(t)
 		r := load(d)
+		r.busy = machineBusy(t) - busy
 		r.cpu = make([]time.Duration, len(pids))
 		for i, p := range pids {
 			r.cpu[i] = cpuTime(t, p) - before[i]
@@ -96,6 +99,49 @@ func cpuTime(t testing.TB, pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// machineBusy is the CPU time all cores spent on anything but idling and
+// waiting for I/O so far, from /proc/stat's first line (in the same clock
+// ticks as cpuTime).
+func machineBusy(t testing.TB) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // "cpu" user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: %q", line)
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// cores is how many cores r's load kept busy on average: the machine's
+// with no procs, else the watched processes' at those positions.
+func (r result) cores(procs ...int) float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	d := r.busy
+	if len(procs) > 0 {
+		d = 0
+		for _, i := range procs {
+			if i < len(r.cpu) {
+				d += r.cpu[i]
+			}
+		}
+	}
+	return d.Seconds() / r.elapsed.Seconds()
 }
 
 // closedLoop runs fn from clients goroutines, each calling again as soon

@@ -161,24 +161,17 @@ func s3Rows(t *testing.T, tb *table) {
 // server that needs more than that cannot meet the goal on it.
 func cpuRows(tb *table, kind, what, op string, r []result) {
 	const vcon, s3, self = 0, 1, 2
-	cores := func(r result, procs ...int) float64 {
-		var d time.Duration
-		for _, i := range procs {
-			d += r.cpu[i]
-		}
-		return d.Seconds() / r.elapsed.Seconds()
-	}
 	tb.add(row{
 		figure: what + ", 16 clients: CPU per operation",
-		server: fmt.Sprintf("vcon-server %s + %s %s + clients %s (%.2f cores in all)",
-			micros(r[2].cpuPerOp(vcon)), kind, micros(r[2].cpuPerOp(s3)), micros(r[2].cpuPerOp(self)), cores(r[2], vcon, s3, self)),
-		baseline: fmt.Sprintf("%s %s + proxy and clients %s a proxied %s (%.2f cores in all); %s %s + clients %s raw (%.2f cores)",
-			kind, micros(r[1].cpuPerOp(s3)), micros(r[1].cpuPerOp(self)), op, cores(r[1], s3, self),
-			kind, micros(r[0].cpuPerOp(s3)), micros(r[0].cpuPerOp(self)), cores(r[0], s3, self)),
+		server: fmt.Sprintf("vcon-server %s + %s %s + clients %s (%.2f cores; the machine %.2f)",
+			micros(r[2].cpuPerOp(vcon)), kind, micros(r[2].cpuPerOp(s3)), micros(r[2].cpuPerOp(self)), r[2].cores(vcon, s3, self), r[2].cores()),
+		baseline: fmt.Sprintf("%s %s + proxy and clients %s a proxied %s (%.2f cores; the machine %.2f); %s %s + clients %s raw (%.2f cores; the machine %.2f)",
+			kind, micros(r[1].cpuPerOp(s3)), micros(r[1].cpuPerOp(self)), op, r[1].cores(s3, self), r[1].cores(),
+			kind, micros(r[0].cpuPerOp(s3)), micros(r[0].cpuPerOp(self)), r[0].cores(s3, self), r[0].cores()),
 		ratio: "—",
 		goal:  "—",
 	})
-	perOp := time.Duration(cores(r[1], s3, self) / (0.8 * r[1].rate()) * float64(time.Second))
+	perOp := time.Duration(r[1].cores(s3, self) / (0.8 * r[1].rate()) * float64(time.Second))
 	budget := perOp - r[2].cpuPerOp(s3) - r[2].cpuPerOp(self)
 	used := r[2].cpuPerOp(vcon)
 	tb.add(row{

@@ -84,9 +84,9 @@ func (d *Dir) Upload(ctx context.Context, key string, createOnly bool) (Upload, 
 	if err := d.mkdirs(dir); err != nil {
 		return nil, err
 	}
-	// CreateTemp makes the file with mode 0600 and O_EXCL under a random
-	// name, so concurrent uploads of one key never share a temporary file.
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	// A new file, mode 0600, made with O_EXCL under a random name:
+	// concurrent uploads of one key never share a temporary file.
+	f, err := createTemp(dir, tempPrefix)
 	if err != nil {
 		return nil, fsErr("create temporary file", err)
 	}
@@ -211,7 +211,7 @@ func (d *Dir) open(key string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := os.Open(p)
+	f, err := openFile(p, os.O_RDONLY, 0)
 	if missing(err) {
 		return nil, nil, ErrNotFound
 	}
@@ -502,7 +502,7 @@ func removeTemps(dir string, cutoff time.Time, removed *int) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
+	f, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return fsErr("open folder", err)
 	}

@@ -342,17 +342,20 @@ func (x *run) stream(outer context.Context, upto ids.ID) error {
 
 // list pages through the versions to export and hands each to the writer
 // (queue, in order) and to a worker (work). A listing failure reaches the
-// writer as a job that carries it.
+// writer as a job that carries it. The next page is read while this one
+// is handed out: read in turn, the workers waited out every page's read.
 func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work chan<- *job) {
-	var after ids.ID
-	for {
-		page, err := x.opt.Archive.Cat.ExportPage(ctx, x.opt.Tenant.ID, after, upto, x.opt.Since, x.opt.Until, x.opt.PageSize)
-		n := len(page)
-		if n > 0 {
-			after = page[n-1].ID
+	ctx, cancel := context.WithCancel(ctx)
+	pages := make(chan listed, 1)
+	go x.pages(ctx, upto, pages)
+	defer func() {
+		cancel()
+		for range pages {
 		}
-		if err != nil {
-			j := &job{err: err, done: make(chan struct{})}
+	}()
+	for p := range pages {
+		if p.err != nil {
+			j := &job{err: p.err, done: make(chan struct{})}
 			close(j.done)
 			select {
 			case queue <- j:
@@ -360,6 +363,7 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 			}
 			return
 		}
+		page := p.versions
 		for len(page) > 0 {
 			j := newJob()
 			for len(page) > 0 && len(j.items) < x.opt.Batch && (len(j.items) == 0 || j.held < batchBytes) {
@@ -381,9 +385,34 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 				return
 			}
 		}
-		if n < x.opt.PageSize {
+	}
+}
+
+// listed is one page of versions, or the error that ended the listing.
+type listed struct {
+	versions []catalog.Version
+	err      error
+}
+
+// pages reads the pages of versions to export into out, and closes it
+// after the last one, an error, or the end of ctx.
+func (x *run) pages(ctx context.Context, upto ids.ID, out chan<- listed) {
+	defer close(out)
+	var after ids.ID
+	for {
+		page, err := x.opt.Archive.Cat.ExportPage(ctx, x.opt.Tenant.ID, after, upto, x.opt.Since, x.opt.Until, x.opt.PageSize)
+		if err == nil && len(page) == 0 {
 			return
 		}
+		select {
+		case out <- listed{page, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || len(page) < x.opt.PageSize {
+			return
+		}
+		after = page[len(page)-1].ID
 	}
 }
 

@@ -94,6 +94,11 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if st == nil {
 		st = &state{}
 	}
+	if mode != full && st.LogFrom > st.Base {
+		// A restored catalog's log starts after the restored change: the
+		// changes since base that decide what to cut again are not in it.
+		mode = full
+	}
 	gen := max(st.Gen, st.Pending, st.Used, maxGen) + 1
 	st.Pending = gen
 	if err := r.saveState(ctx, st, 0); err != nil {
@@ -101,9 +106,9 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterPending)
 
-	m := &manifest{Format: 1, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
+	m := &manifest{Format: chainFormat, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
 	var schemaFP string
-	var written int64
+	var total int64
 	err = r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
 		seq, err := v.LastChange()
 		if err != nil {
@@ -157,13 +162,15 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 			if mode == forget {
 				// The fold: every row changed since the base, as of now.
 				if seq > st.Base {
-					n, err := r.s.put(ctx, r.cfg.Store, segmentKey(gen, st.Base+1, seq), func(w io.Writer) error {
-						return writeChanges(w, v, tablesOf(now), byName, st.Base, seq, mark)
+					key := segmentKey(gen, st.Base+1, seq)
+					w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+						return writeChanges(w, v, link{}, tablesOf(now), byName, st.Base, seq, mark)
 					})
 					if err != nil {
 						return fmt.Errorf("write the fold: %w", err)
 					}
-					written += n
+					total += w.n
+					m.Fold, m.FoldHash = key, w.sum
 				}
 			} else if err := v.Changes(st.Base, seq, func(name string, key []any) error {
 				t, ok := byName[name]
@@ -183,7 +190,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 			if err != nil {
 				return err
 			}
-			written += n
+			total += n
 			m.Tables = append(m.Tables, table{RepTable: t, Shards: shards})
 		}
 		return nil
@@ -196,16 +203,20 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if err != nil {
 		return err
 	}
-	n, err := r.s.put(ctx, r.cfg.Store, manifestKey(gen), func(w io.Writer) error {
+	mw, err := r.s.put(ctx, r.cfg.Store, manifestKey(gen), func(w io.Writer) error {
 		_, err := w.Write(body)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("replica: write the manifest of generation %d to %s: %w", gen, r.cfg.Store, err)
 	}
-	written += n
-	r.bytes.Add(written)
+	total += mw.n
+	r.bytes.Add(total)
 	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
+	if err := r.writeHead(ctx, gen, manifestKey(gen), mw.sum, m.Seq); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterNewHead)
 
 	// The record says its deletes are still to do (Stale) until they are
 	// proven done: a process cut off between the two finishes them at its
@@ -215,6 +226,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	next := &state{
 		Target: r.cfg.Store.String(), Gen: gen, Base: m.Base, Uploaded: m.Seq,
 		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables, Stale: true,
+		Format: chainFormat, Last: manifestKey(gen), LastHash: mw.sum,
 	}
 	trim := int64(0)
 	if m.Base == m.Seq {
@@ -231,7 +243,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if err := r.saveState(ctx, next, 0); err != nil {
 		return err
 	}
-	r.cfg.Log.Info("replica: generation written", "generation", gen, "bytes", written)
+	r.cfg.Log.Info("replica: generation written", "generation", gen, "replicated", m.Seq, "bytes", total)
 	return nil
 }
 
@@ -299,7 +311,7 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 		return r.cutRange(ctx, v, gen, t, nil, nil)
 	}
 	var out []shard
-	var written int64
+	var total int64
 	for i, s := range old {
 		if !cut[i] {
 			out = append(out, s)
@@ -321,7 +333,7 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 		if err != nil {
 			return nil, 0, err
 		}
-		written += n
+		total += n
 		if len(shards) > 0 && i > 0 {
 			shards[0].Lo = s.Lo // the range keeps its bound even if its first row went
 		}
@@ -330,14 +342,14 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 	if len(out) > 0 {
 		out[0].Lo = nil
 	}
-	return out, written, nil
+	return out, total, nil
 }
 
 // cutRange writes the rows of t in [lo, hi) as shards of up to shardRows
 // rows each.
 func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t catalog.RepTable, lo, hi []any) ([]shard, int64, error) {
 	var out []shard
-	var written int64
+	var total int64
 	var rows [][]any
 	flush := func() error {
 		if len(rows) == 0 {
@@ -348,7 +360,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 			return err
 		}
 		key := shardKey(gen, ids.NewRandom())
-		n, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+		w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
 			e := newEncoder(w)
 			for _, row := range rows {
 				e.byte(recPut)
@@ -360,7 +372,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 		if err != nil {
 			return fmt.Errorf("write a shard of %s: %w", t.Name, err)
 		}
-		written += n
+		total += w.n
 		out = append(out, shard{Lo: first, Key: key, Rows: len(rows)})
 		rows = rows[:0]
 		return nil
@@ -375,7 +387,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 	if err == nil {
 		err = flush()
 	}
-	return out, written, err
+	return out, total, err
 }
 
 // Vet refuses, before a server starts, a target that holds another
@@ -475,6 +487,16 @@ func (r *Replica) abandon(ctx context.Context, st *state) error {
 	if err := r.ownTarget(ctx, all); err != nil {
 		return err
 	}
+	// The head may name the cut-off manifest: it names the record's
+	// newest object again first (or goes, for a record from before the
+	// head), so that it never names an object deleted below.
+	if st.Last != "" {
+		if err := r.writeHead(ctx, st.Gen, st.Last, st.LastHash, st.Uploaded); err != nil {
+			return err
+		}
+	} else if err := r.cfg.Store.Delete(ctx, headKey); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("replica: delete the head from %s: %w", r.cfg.Store, err)
+	}
 	var manifests, rest []string
 	for _, k := range all {
 		switch g, kind, _, _, ok := parseKey(k); {
@@ -520,7 +542,7 @@ func (r *Replica) deleteStale(ctx context.Context, st *state) error {
 	keep := keptShards(st.Tables)
 	var older []string
 	for _, k := range all {
-		if g, _, _, _, ok := parseKey(k); (!ok || g < st.Gen) && !keep[k] {
+		if g, _, _, _, ok := parseKey(k); (!ok || g < st.Gen) && !keep[k] && k != headKey {
 			older = append(older, k)
 		}
 	}
@@ -537,7 +559,7 @@ func (r *Replica) deleteStale(ctx context.Context, st *state) error {
 func (r *Replica) deleteAllBut(ctx context.Context, keys []string, gen int64, keep map[string]bool) error {
 	var gone []string
 	for _, k := range keys {
-		if g, _, _, _, ok := parseKey(k); (ok && g == gen) || keep[k] {
+		if g, _, _, _, ok := parseKey(k); (ok && g == gen) || keep[k] || k == headKey {
 			continue
 		}
 		if err := r.cfg.Store.Delete(ctx, k); err != nil {

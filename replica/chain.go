@@ -107,6 +107,7 @@ type plan struct {
 	warnings []string
 	maxGen   int64 // the highest generation and change number any object names
 	maxSeq   int64
+	older    bool // objects of an older generation remain (a rollover's deletes cut off)
 }
 
 // planRestore reads what a restore of store needs to know first: the
@@ -123,7 +124,9 @@ func planRestore(ctx context.Context, s *sealer, store objstore.Store, atLeast i
 		for _, sg := range g.segs {
 			p.maxSeq = max(p.maxSeq, sg.last)
 		}
-		if g.manifest && p.gen == nil {
+		if p.gen != nil {
+			p.older = true
+		} else if g.manifest {
 			p.gen = g // a generation without one was cut off before it
 		}
 	}

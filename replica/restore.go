@@ -211,7 +211,7 @@ func carry(l *catalog.Loader, store objstore.Store, p *plan, last link) {
 		LogFrom: p.reach, Restored: true,
 		// Objects of older generations a cut-off rollover left, and of
 		// newer ones without a manifest, go at the first step.
-		Stale: true, Used: p.maxGen,
+		Stale: p.older, Used: p.maxGen,
 	}
 	if p.maxGen > m.Gen {
 		st.Pending = p.maxGen

@@ -51,6 +51,17 @@ func (r *Replica) Run(ctx context.Context) {
 	}
 }
 
+// Drain cuts the last segment when the server stops and logs the change
+// number the replica then holds: the number check shows, and that
+// restore --at-least takes (docs/disaster-recovery.md).
+func (r *Replica) Drain(ctx context.Context) error {
+	if err := r.Sync(ctx); err != nil {
+		return err
+	}
+	r.cfg.Log.Info("replica: every change is in the replica", "generation", r.gen.Load(), "replicated", r.uploaded.Load())
+	return nil
+}
+
 // Wake asks Run to cut a segment now.
 func (r *Replica) Wake() {
 	select {

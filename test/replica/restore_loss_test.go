@@ -136,14 +136,18 @@ func TestRestoreRefusesLoss(t *testing.T) {
 }
 
 // replicatedNumbers reads the replica's change number from /metrics once
-// the writes are done (it is copied once a second), from the log line of
+// it has caught up (it is copied once a second), from the log line of
 // the server's stop, and from check with the server stopped, and fails
 // unless they agree.
 func replicatedNumbers(t *testing.T, e *testenv.Env, ops string) int64 {
 	t.Helper()
-	time.Sleep(1500 * time.Millisecond)
-	m := e.Do("GET", "/metrics", ops, nil)
-	metric := int64(metricValue(string(m.Body), "vcon_replica_replicated_change"))
+	var metric int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		m := e.Do("GET", "/metrics", ops, nil)
+		if metric = int64(metricValue(string(m.Body), "vcon_replica_replicated_change")); metric == e.Daemon.Replica.Status().Replicated {
+			break
+		}
+	}
 	e.Stop()
 	lines := regexp.MustCompile(`replica: every change is in the replica.* replicated=(\d+)`).FindAllStringSubmatch(e.Log.String(), -1)
 	if len(lines) == 0 {

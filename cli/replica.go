@@ -238,15 +238,17 @@ func replicaMetrics(reg *metrics.Registry, r *replica.Replica) func(context.Cont
 	last := reg.NewGauge("vcon_replica_replicated_change", "The last change of the catalog's change log that the replica holds.")
 	gen := reg.NewGauge("vcon_replica_generation", "The replica's newest generation.")
 	up := reg.NewCounter("vcon_replica_uploaded_bytes_total", "Bytes this server wrote to the replica.")
+	puts := reg.NewCounter("vcon_replica_uploaded_objects_total", "Objects this server wrote to the replica (PUTs), the head's rewrites included.")
 	failing := reg.NewGauge("vcon_replica_failing", "1 while the replica's last write failed.")
-	var sent int64
+	var sent, put int64
 	return func(context.Context) {
 		st := r.Status()
 		lag.Set(st.Lag.Seconds())
 		last.Set(float64(st.Replicated))
 		gen.Set(float64(st.Generation))
 		up.Add(float64(st.Bytes - sent))
-		sent = st.Bytes
+		puts.Add(float64(st.Objects - put))
+		sent, put = st.Bytes, st.Objects
 		f := 0.0
 		if st.Error != "" {
 			f = 1

@@ -124,9 +124,7 @@ func planRestore(ctx context.Context, s *sealer, store objstore.Store, atLeast i
 		for _, sg := range g.segs {
 			p.maxSeq = max(p.maxSeq, sg.last)
 		}
-		if p.gen != nil {
-			p.older = true
-		} else if g.manifest {
+		if p.gen == nil && g.manifest {
 			p.gen = g // a generation without one was cut off before it
 		}
 	}
@@ -138,6 +136,12 @@ func planRestore(ctx context.Context, s *sealer, store objstore.Store, atLeast i
 	}
 	if p.head, err = readHead(ctx, s, store); err != nil {
 		return nil, err
+	}
+	kept := keptShards(p.m.Tables)
+	for _, g := range gens {
+		for _, k := range g.keys {
+			p.older = p.older || (g.gen < p.gen.gen && !kept[k])
+		}
 	}
 	m, h := p.m, p.head
 	if m.Format < chainFormat {

@@ -301,8 +301,7 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 		return r.rollover(ctx, st, full)
 	}
 	if st.Restored {
-		r.cfg.Log.Info("replica: carrying on the restored generation", "generation", st.Gen, "replicated", st.Uploaded)
-		st.Restored = false
+		r.carryOn(st)
 		if err := r.saveState(ctx, st, 0); err != nil {
 			return err
 		}
@@ -319,6 +318,14 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 		return r.rollover(ctx, st, compact)
 	}
 	return nil
+}
+
+// carryOn says, at the first step on a catalog that restore rebuilt, that
+// the replica goes on from the generation restored (a purge's rollover
+// may be that step: its generation follows the restored one).
+func (r *Replica) carryOn(st *state) {
+	r.cfg.Log.Info("replica: carrying on the restored generation", "generation", st.Gen, "replicated", st.Uploaded)
+	st.Restored = false
 }
 
 // needsGeneration says why the record cannot take a segment; "" when it can.

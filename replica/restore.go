@@ -42,6 +42,7 @@ type generation struct {
 	gen      int64
 	manifest bool
 	segs     []segRange
+	keys     []string
 }
 
 type segRange struct{ first, last int64 }
@@ -58,6 +59,7 @@ func listGenerations(ctx context.Context, store objstore.Store) ([]*generation, 
 			gg = &generation{gen: g}
 			byGen[g] = gg
 		}
+		gg.keys = append(gg.keys, in.Key)
 		switch kind {
 		case "manifest":
 			gg.manifest = true

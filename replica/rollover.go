@@ -47,6 +47,9 @@ func (r *Replica) Forget(ctx context.Context) error {
 	} else if r.compactDue(st) {
 		mode = compact
 	}
+	if st != nil && st.Restored && mode != full {
+		r.carryOn(st)
+	}
 	err = r.rollover(ctx, st, mode)
 	r.note(err)
 	if err == nil {
@@ -170,6 +173,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 						return fmt.Errorf("write the fold: %w", err)
 					}
 					total += w.n
+					r.objects.Add(1)
 					m.Fold, m.FoldHash = key, w.sum
 				}
 			} else if err := v.Changes(st.Base, seq, func(name string, key []any) error {
@@ -212,6 +216,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	}
 	total += mw.n
 	r.bytes.Add(total)
+	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
 	if err := r.writeHead(ctx, gen, manifestKey(gen), mw.sum, m.Seq); err != nil {
 		return err
@@ -373,6 +378,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 			return fmt.Errorf("write a shard of %s: %w", t.Name, err)
 		}
 		total += w.n
+		r.objects.Add(1)
 		out = append(out, shard{Lo: first, Key: key, Rows: len(rows)})
 		rows = rows[:0]
 		return nil

@@ -169,7 +169,7 @@ type Status struct {
 	Replicated int64         `json:"replicated"` // the last change of the catalog's log the replica holds
 	Lag        time.Duration `json:"-"`
 	Bytes      int64         `json:"-"` // uploaded by this process
-	Objects    int64         `json:"-"`
+	Objects    int64         `json:"-"` // PUTs by this process, the head's included
 	Error      string        `json:"error,omitempty"`
 }
 

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -188,15 +187,11 @@ func copyTree(t *testing.T, from, to string) {
 // stopped.
 func keysOf(t *testing.T, e *testenv.Env, uuid string) int {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), e.Config.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	u, _ := ids.Parse(uuid)
-	var n int
-	if err := cat.DB().QueryRow(`SELECT count(*) FROM versions WHERE uuid = ? AND wrapped_key IS NOT NULL`, u[:]).Scan(&n); err != nil {
-		t.Fatal(err)
+	n := 0
+	for _, w := range wrappedKeys(t, e, uuid) {
+		if w != nil {
+			n++
+		}
 	}
 	return n
 }

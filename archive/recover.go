@@ -114,6 +114,9 @@ func (a *Archive) reapplyTombstones(ctx context.Context, restored bool) (int, er
 			return total, err
 		}
 	}
+	if restored {
+		a.reportRestored(ctx, total, stored, readable, have)
+	}
 	// Only now that every key a tombstone names is destroyed does the
 	// catalog catch up: a start cut before this reads them all again.
 	if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.RaisePurgeCount(max(stored, 0)) }); err != nil {
@@ -122,6 +125,39 @@ func (a *Archive) reapplyTombstones(ctx context.Context, restored bool) (int, er
 	// And storage's count is written again where it was missing or not a
 	// count, so the next start need not read the tombstones.
 	return total, a.raisePurgeCount(ctx)
+}
+
+// Messages of a restored catalog's first start: what its tombstones
+// destroyed again, and what nothing can (docs/disaster-recovery.md,
+// "What a restore cannot bring back").
+const (
+	msgRestoredTombstones = "start-up recovery: a restored catalog: the keys of versions purged after the replica's newest change destroyed again from the tombstones storage kept"
+	msgNoPurgeCount       = "start-up recovery: storage holds no purge count the restored catalog can trust, so its tombstones may have been lost with the disk: a vCon purged or erased after the replica's newest change may have its keys back; erase it again"
+	msgRestoreLoss        = "start-up recovery: the restore accepted a loss: a purge or an erasure among the lost changes is destroyed again only where storage kept its tombstone, and an erasure's record and receipt among them are gone; erase such vCons again"
+)
+
+// reportRestored logs, at a restored catalog's first start, how many
+// keys the tombstones destroyed again and how many purges storage counted
+// that the catalog did not; and warns of what no tombstone can bring
+// back: the purges and erasures of a storage whose count (and so its
+// tombstones) was lost, and those among the changes a restore accepted
+// to lose. Erasures whose tombstones were lost cannot be named: only the
+// lost catalog knew them.
+func (a *Archive) reportRestored(ctx context.Context, destroyed int, stored int64, readable bool, have int64) {
+	if a.Log == nil {
+		return
+	}
+	after := int64(0)
+	if readable && stored > have {
+		after = stored - have
+	}
+	a.Log.Info(msgRestoredTombstones, "keys_destroyed_again", destroyed, "purges_after_replica", after)
+	if !readable || (stored < 0 && have > 0) {
+		a.Log.Warn(msgNoPurgeCount, "purges_in_catalog", have)
+	}
+	if lost, err := a.Cat.Meta(ctx, catalog.MetaRestoreLoss); err == nil && len(lost) > 0 {
+		a.Log.Warn(msgRestoreLoss, "lost", string(lost))
+	}
 }
 
 // reapplyTenant destroys again the keys of the tenant's versions that

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // A catalog rebuilt from its replica (docs/FORMAT.md, "Restore"): the
@@ -18,6 +19,68 @@ type Loader struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
+
+	meta      map[string][]byte
+	logFrom   int64
+	record    func(schema string) ([]byte, error)
+	adminLogs []Record
+}
+
+// MetaRestoreLoss is the meta key under which a restore that accepted a
+// loss says which changes were lost, for the start after it to report
+// (deleted with the mark Restored reads).
+const MetaRestoreLoss = "restore_loss"
+
+// SetMeta sets a meta value of the rebuilt catalog.
+func (l *Loader) SetMeta(key string, value []byte) { l.meta[key] = value }
+
+// AdminLog appends r to the rebuilt catalog's admin log, at the time of
+// the restore.
+func (l *Loader) AdminLog(r Record) { l.adminLogs = append(l.adminLogs, r) }
+
+// Carry makes the rebuilt catalog carry on its replica: record, given
+// the schema's fingerprint as the rebuilt file has it (View.Schema), is
+// written as the replica's record once the indexes are made, and the
+// change log goes on after logFrom.
+func (l *Loader) Carry(logFrom int64, record func(schema string) ([]byte, error)) {
+	l.logFrom, l.record = logFrom, record
+}
+
+// finish writes what Carry, SetMeta and AdminLog asked for.
+func (l *Loader) finish() error {
+	for k, v := range l.meta {
+		if _, err := l.tx.ExecContext(l.ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
+			return err
+		}
+	}
+	now := nanos(time.Now())
+	for _, r := range l.adminLogs {
+		if _, err := l.tx.ExecContext(l.ctx, `INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			now, r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status); err != nil {
+			return err
+		}
+	}
+	if l.record == nil {
+		return nil
+	}
+	_, fp, err := readSchema(l.ctx, l.tx)
+	if err != nil {
+		return err
+	}
+	rec, err := l.record(fp)
+	if err != nil {
+		return err
+	}
+	if _, err := l.tx.ExecContext(l.ctx, `INSERT OR REPLACE INTO replica_state(key, value) VALUES ('state', ?)`, rec); err != nil {
+		return err
+	}
+	// A change number is never given twice (docs/FORMAT.md, "Replica"):
+	// the log's sequence goes on from the replica's.
+	if _, err := l.tx.ExecContext(l.ctx, `DELETE FROM sqlite_sequence WHERE name = 'replica_log'`); err != nil {
+		return err
+	}
+	_, err = l.tx.ExecContext(l.ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES ('replica_log', ?)`, l.logFrom)
+	return err
 }
 
 // Put writes row (values for cols) into table, replacing the row with
@@ -82,7 +145,7 @@ func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loa
 			}
 		}
 	}
-	l := &Loader{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	l := &Loader{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}, meta: map[string][]byte{}}
 	if err := fill(l); err != nil {
 		return err
 	}
@@ -95,6 +158,9 @@ func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loa
 				return fmt.Errorf("catalog: restore index %s: %w", it.Name, err)
 			}
 		}
+	}
+	if err := l.finish(); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM search_tokens; UPDATE tenants SET search_cursor = NULL, search_built = 0, search_key_check = NULL`); err != nil {
 		return fmt.Errorf("catalog: restore: reset the search indexes: %w", err)
@@ -157,8 +223,9 @@ func (c *Catalog) Restored(ctx context.Context) (bool, error) {
 	return err == nil, err
 }
 
-// ClearRestored drops the mark Restored reads.
+// ClearRestored drops the mark Restored reads, and the loss a restore
+// accepted.
 func (tx *Tx) ClearRestored() error {
-	_, err := tx.exec(`DELETE FROM meta WHERE key = 'restored'`)
+	_, err := tx.exec(`DELETE FROM meta WHERE key IN ('restored', ?)`, MetaRestoreLoss)
 	return err
 }

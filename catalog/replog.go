@@ -360,8 +360,10 @@ func (v *View) Tables() ([]RepTable, error) { return repTables(v.ctx, v.conn) }
 // Schema returns every table and index, in the order they were made, and
 // its fingerprint; the replica's own tables and triggers are left out of
 // the fingerprint only.
-func (v *View) Schema() ([]SchemaItem, string, error) {
-	rows, err := v.conn.QueryContext(v.ctx, `SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
+func (v *View) Schema() ([]SchemaItem, string, error) { return readSchema(v.ctx, v.conn) }
+
+func readSchema(ctx context.Context, q querier) ([]SchemaItem, string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
 	if err != nil {
 		return nil, "", fmt.Errorf("catalog: read the schema: %w", err)
 	}

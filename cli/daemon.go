@@ -331,7 +331,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 		// What the last requests changed (their audit records) goes out
 		// before the catalog closes, not at the next start.
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if serr := d.Replica.Sync(sctx); serr != nil {
+		if serr := d.Replica.Drain(sctx); serr != nil {
 			d.Log.Error("replica: the last changes stay for the next start", "error", serr.Error())
 		}
 		cancel()

@@ -122,17 +122,23 @@ func (e *env) syncReplica() error {
 }
 
 func init() {
+	var opts replica.Options
 	register(&command{
 		name:    "restore",
 		summary: "rebuild the catalog of an empty data directory from the newest generation of the [replica], then start serve",
-		run:     func(e *env, _ *flag.FlagSet, _ []string) error { return runRestore(e) },
+		flags: func(fs *flag.FlagSet) {
+			opts = replica.Options{}
+			fs.Int64Var(&opts.AtLeast, "at-least", 0, "refuse a replica behind this change number (the replicated number check, /metrics and the replica's log show)")
+			fs.BoolVar(&opts.AcceptLoss, "accept-loss", false, "restore a replica that lacks changes all the same, and record what was lost in the admin log")
+		},
+		run: func(e *env, _ *flag.FlagSet, _ []string) error { return runRestore(e, opts) },
 	})
 }
 
 // runRestore rebuilds catalog.db from the replica (docs/disaster-recovery.md):
 // into a temporary file, checked whole and against the master key, then
 // put in place; the next serve's start-up recovery does the rest.
-func runRestore(e *env) error {
+func runRestore(e *env, opts replica.Options) error {
 	cfg, err := e.loadConfig()
 	if err != nil {
 		return err
@@ -169,7 +175,10 @@ func runRestore(e *env) error {
 	tmp := filepath.Join(cfg.DataDir, restoreScratch+hex.EncodeToString(rnd[:]))
 	defer os.Remove(tmp)
 	start := time.Now()
-	res, err := replica.Restore(e.ctx, store, mk, tmp)
+	if opts.AtLeast < 0 {
+		return usageError{fmt.Sprintf("--at-least %d: a change number is 0 or more", opts.AtLeast)}
+	}
+	res, err := replica.Restore(e.ctx, store, mk, tmp, opts)
 	if errors.Is(err, seal.ErrDamaged) {
 		return fmt.Errorf("restore from %s: %w; restore needs the master key the replica was sealed under, the lost host's, at master_key (%s), not a key made anew: put that file in place and run restore again (with that key in place, this means the object is damaged)", store, err, cfg.MasterKey)
 	}
@@ -182,9 +191,19 @@ func runRestore(e *env) error {
 	if err := syncDir(cfg.DataDir); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "vcon-server: restored the catalog from generation %d of %s (made %s) in %s; start the server: its start-up recovery destroys the keys of versions purged since, and finds moved pack files\n",
-		res.Generation, store, res.Made.Format(time.RFC3339), time.Since(start).Round(time.Millisecond))
-	return e.emit(map[string]any{"restored": path, "generation": res.Generation, "replicated": res.Replicated, "shards": res.Shards, "segments": res.Segments, "rows": res.Rows})
+	for _, w := range res.Warnings {
+		fmt.Fprintf(e.stderr, "vcon-server: warning: %s\n", w)
+	}
+	if res.Lost != nil {
+		fmt.Fprintf(e.stderr, "vcon-server: warning: restored without %s (%s); the admin log records it\n", res.Lost.Range(), res.Lost.What)
+	}
+	fmt.Fprintf(e.stderr, "vcon-server: restored the catalog from generation %d of %s (made %s) up to change %d in %s; start the server: its start-up recovery destroys the keys of versions purged since, and finds moved pack files\n",
+		res.Generation, store, res.Made.Format(time.RFC3339), res.Replicated, time.Since(start).Round(time.Millisecond))
+	out := map[string]any{"restored": path, "generation": res.Generation, "replicated": res.Replicated, "shards": res.Shards, "segments": res.Segments, "rows": res.Rows}
+	if res.Lost != nil {
+		out["lost"] = res.Lost
+	}
+	return e.emit(out)
 }
 
 // restoreScratch starts the name of the catalog a restore is building.
@@ -219,15 +238,17 @@ func replicaMetrics(reg *metrics.Registry, r *replica.Replica) func(context.Cont
 	last := reg.NewGauge("vcon_replica_replicated_change", "The last change of the catalog's change log that the replica holds.")
 	gen := reg.NewGauge("vcon_replica_generation", "The replica's newest generation.")
 	up := reg.NewCounter("vcon_replica_uploaded_bytes_total", "Bytes this server wrote to the replica.")
+	puts := reg.NewCounter("vcon_replica_uploaded_objects_total", "Objects this server wrote to the replica (PUTs), the head's rewrites included.")
 	failing := reg.NewGauge("vcon_replica_failing", "1 while the replica's last write failed.")
-	var sent int64
+	var sent, put int64
 	return func(context.Context) {
 		st := r.Status()
 		lag.Set(st.Lag.Seconds())
 		last.Set(float64(st.Replicated))
 		gen.Set(float64(st.Generation))
 		up.Add(float64(st.Bytes - sent))
-		sent = st.Bytes
+		puts.Add(float64(st.Objects - put))
+		sent, put = st.Bytes, st.Objects
 		f := 0.0
 		if st.Error != "" {
 			f = 1

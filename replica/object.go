@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 	"strings"
@@ -20,10 +21,17 @@ import (
 //	replica/g<gen>/manifest                  the generation's table of contents, written last
 //	replica/g<gen>/shard-<id>                rows of one key range of one table
 //	replica/g<gen>/seg-<first>-<last>        the rows changed by the log's entries first..last
+//	replica/head                             the newest object of the chain, rewritten by every cut
 //
 // Generations and sequence numbers are zero-padded decimals, so listing
 // order is number order. Nothing in a name says more than these numbers.
 const root = "replica/"
+
+// headKey names the one replica object that is not create-only: each cut
+// and each rollover rewrites it to name the newest object, so that a
+// restore can tell a replica that lost its newest segments
+// (docs/FORMAT.md, "Replica objects").
+const headKey = root + "head"
 
 func genPrefix(gen int64) string { return fmt.Sprintf("%sg%010d/", root, gen) }
 
@@ -81,54 +89,72 @@ type sealer struct {
 	catalog ids.ID
 }
 
-// put seals what write writes and stores it create-only under key,
-// returning its size.
-func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (int64, error) {
+// written is what put stored: its size and the SHA-256 of its bytes, by
+// which the next object of the chain names it.
+type written struct {
+	n   int64
+	sum []byte
+}
+
+// put seals what write writes and stores it under key, create-only but
+// for the head.
+func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (written, error) {
 	id := objectID(key)
 	dk, err := seal.NewDataKey()
 	if err != nil {
-		return 0, err
+		return written{}, err
 	}
 	wrapped, err := s.key.Wrap(dk, s.catalog, id)
 	if err != nil {
-		return 0, err
+		return written{}, err
 	}
-	u, err := store.Upload(ctx, key, true)
+	u, err := store.Upload(ctx, key, key != headKey)
 	if err != nil {
-		return 0, err
+		return written{}, err
 	}
 	defer u.Abort()
-	cw := &countingWriter{w: u}
+	h := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(u, h)}
 	cw.Write(magic)
 	cw.Write(s.catalog[:])
 	cw.Write(id[:])
 	cw.Write(wrapped)
 	sw, err := seal.NewWriter(cw, dk, s.catalog, id)
 	if err != nil {
-		return 0, err
+		return written{}, err
 	}
 	if err := write(sw); err != nil {
-		return 0, err
+		return written{}, err
 	}
 	if err := sw.Close(); err != nil {
-		return 0, err
+		return written{}, err
 	}
 	if cw.err != nil {
-		return 0, cw.err
+		return written{}, cw.err
 	}
 	if err := u.Commit(); err != nil {
-		return 0, err
+		return written{}, err
 	}
-	return cw.n, nil
+	return written{n: cw.n, sum: h.Sum(nil)}, nil
 }
 
 // get opens the object under key and returns its body, verified as it is
 // read; the caller closes it. A sealer with a zero catalog id (a restore,
-// before its manifest is read) takes the object's.
-func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.ReadCloser, error) {
-	rc, err := store.Get(ctx, key)
+// before its manifest is read) takes the object's. With sum non-nil, the
+// stored bytes also go through it as they are read: once the body is
+// read to its end (drained; the sealed reader ends only where the stored
+// bytes do), it holds the object's SHA-256.
+func (s *sealer) get(ctx context.Context, store objstore.Store, key string, sum hash.Hash) (io.ReadCloser, error) {
+	raw, err := store.Get(ctx, key)
 	if err != nil {
 		return nil, err
+	}
+	var rc io.ReadCloser = raw
+	if sum != nil {
+		rc = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(raw, sum), raw}
 	}
 	head := make([]byte, len(magic)+32+seal.WrappedSize)
 	if _, err := io.ReadFull(rc, head); err != nil || !bytes.Equal(head[:len(magic)], magic) {
@@ -163,6 +189,21 @@ func (s *sealer) get(ctx context.Context, store objstore.Store, key string) (io.
 		io.Reader
 		io.Closer
 	}{r, rc}, nil
+}
+
+// hashOf reads the object under key whole and returns its SHA-256: a
+// segment a cut-off process wrote under the name the next cut takes.
+func (s *sealer) hashOf(ctx context.Context, store objstore.Store, key string) ([]byte, error) {
+	h := sha256.New()
+	rc, err := s.get(ctx, store, key, h)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if err := drained(rc, key); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
 }
 
 // objectID binds an object to its name.

@@ -114,7 +114,24 @@ type state struct {
 	Schema   string  `json:"schema"`
 	KeyCheck []byte  `json:"key_check"`
 	Tables   []table `json:"tables"`
+	// The chain (docs/FORMAT.md, "Replica objects"): 2 once the
+	// generation's segments name their predecessor and the head is
+	// written; the newest object of the generation and its SHA-256.
+	Format   int    `json:"format,omitempty"`
+	Last     string `json:"last,omitempty"`
+	LastHash []byte `json:"last_hash,omitempty"`
+	// A catalog rebuilt by restore: its log holds only the changes after
+	// LogFrom, so its next rollover cuts every shard; Restored until its
+	// first step says it carries on; Rewrite, when the restore accepted a
+	// loss, why that step writes a whole generation instead.
+	LogFrom  int64  `json:"log_from,omitempty"`
+	Restored bool   `json:"restored,omitempty"`
+	Rewrite  string `json:"rewrite,omitempty"`
 }
+
+// chainFormat is the manifest format of a generation whose segments name
+// their predecessor and whose newest object the head names.
+const chainFormat = 2
 
 type table struct {
 	catalog.RepTable
@@ -134,7 +151,9 @@ type manifest struct {
 	Format   int                  `json:"format"`
 	Gen      int64                `json:"gen"`
 	Base     int64                `json:"base"`
-	Seq      int64                `json:"seq"` // the log point it was made at; a fold segment covers Base+1..Seq
+	Seq      int64                `json:"seq"`                 // the log point it was made at; a fold segment covers Base+1..Seq
+	Fold     string               `json:"fold,omitempty"`      // the fold's key (format 2)
+	FoldHash []byte               `json:"fold_hash,omitempty"` // the SHA-256 of its bytes
 	Made     time.Time            `json:"made"`
 	KeyCheck []byte               `json:"key_check"`
 	Schema   []catalog.SchemaItem `json:"schema"`
@@ -143,9 +162,11 @@ type manifest struct {
 
 // progress is what each segment changes of the record.
 type progress struct {
-	Gen      int64 `json:"gen"`
-	Uploaded int64 `json:"uploaded"`
-	Segments int   `json:"segments"`
+	Gen      int64  `json:"gen"`
+	Uploaded int64  `json:"uploaded"`
+	Segments int    `json:"segments"`
+	Last     string `json:"last,omitempty"`
+	LastHash []byte `json:"last_hash,omitempty"`
 }
 
 func (r *Replica) loadState(ctx context.Context) (*state, error) {
@@ -163,7 +184,7 @@ func (r *Replica) loadState(ctx context.Context) (*state, error) {
 			return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
 		}
 		if p.Gen == st.Gen && p.Uploaded > st.Uploaded {
-			st.Uploaded, st.Segments = p.Uploaded, p.Segments
+			st.Uploaded, st.Segments, st.Last, st.LastHash = p.Uploaded, p.Segments, p.Last, p.LastHash
 		}
 	}
 	return st, nil
@@ -184,7 +205,7 @@ func (r *Replica) saveState(ctx context.Context, st *state, trim int64) error {
 
 // saveProgress records a segment: the record's shard list stays as it is.
 func (r *Replica) saveProgress(ctx context.Context, st *state) error {
-	b, err := json.Marshal(progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments})
+	b, err := json.Marshal(progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments, Last: st.Last, LastHash: st.LastHash})
 	if err != nil {
 		return err
 	}
@@ -279,6 +300,12 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 		r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
 		return r.rollover(ctx, st, full)
 	}
+	if st.Restored {
+		r.carryOn(st)
+		if err := r.saveState(ctx, st, 0); err != nil {
+			return err
+		}
+	}
 	r.gen.Store(st.Gen)
 	r.uploaded.Store(st.Uploaded)
 	if st.Uploaded >= want {
@@ -293,6 +320,14 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 	return nil
 }
 
+// carryOn says, at the first step on a catalog that restore rebuilt, that
+// the replica goes on from the generation restored (a purge's rollover
+// may be that step: its generation follows the restored one).
+func (r *Replica) carryOn(st *state) {
+	r.cfg.Log.Info("replica: carrying on the restored generation", "generation", st.Gen, "replicated", st.Uploaded)
+	st.Restored = false
+}
+
 // needsGeneration says why the record cannot take a segment; "" when it can.
 func (r *Replica) needsGeneration(ctx context.Context, st *state) string {
 	switch {
@@ -302,6 +337,10 @@ func (r *Replica) needsGeneration(ctx context.Context, st *state) string {
 		return "the target changed"
 	case string(st.KeyCheck) != string(r.cfg.Key.CheckValue()):
 		return "the master key changed"
+	case st.Rewrite != "":
+		return st.Rewrite
+	case st.Format < chainFormat:
+		return "the generation was written before segments named their predecessor"
 	}
 	// Migrations run when a process opens the catalog, so one reading of
 	// the schema holds for the process's life.
@@ -335,27 +374,31 @@ func (r *Replica) compactDue(st *state) bool {
 }
 
 // cutSegment writes the rows changed after st.Uploaded, as of now, as one
-// segment of the current generation.
+// segment of the current generation that names the one before it, then
+// the head that names it, then the record.
 func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	tables := map[string]catalog.RepTable{}
 	for _, t := range st.Tables {
 		tables[t.Name] = t.RepTable
 	}
 	var last int64
-	var size int64
+	var w written
+	var key string
 	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
 		var err error
 		if last, err = v.LastChange(); err != nil || last <= st.Uploaded {
 			return err
 		}
-		size, err = r.s.put(ctx, r.cfg.Store, segmentKey(st.Gen, st.Uploaded+1, last), func(w io.Writer) error {
-			return writeChanges(w, v, st.Tables, tables, st.Uploaded, last, nil)
+		key = segmentKey(st.Gen, st.Uploaded+1, last)
+		w, err = r.s.put(ctx, r.cfg.Store, key, func(out io.Writer) error {
+			return writeChanges(out, v, link{key: st.Last, sum: st.LastHash}, st.Tables, tables, st.Uploaded, last, nil)
 		})
 		return err
 	})
 	if errors.Is(err, objstore.ErrExists) {
-		// A process cut it and stopped before recording it.
-		err = nil
+		// A process cut it and stopped before recording it: from the same
+		// record, so it names the same predecessor.
+		w.sum, err = r.s.hashOf(ctx, r.cfg.Store, key)
 	}
 	if err != nil {
 		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
@@ -363,19 +406,27 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	if last <= st.Uploaded {
 		return nil
 	}
-	r.bytes.Add(size)
+	r.bytes.Add(w.n)
 	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
+	if err := r.writeHead(ctx, st.Gen, key, w.sum, last); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterHead)
 	st.Uploaded = last
 	st.Segments++
+	st.Last, st.LastHash = key, w.sum
 	return r.saveProgress(ctx, st)
 }
 
-// writeChanges writes a segment body: the tables it may name, then, for
-// every row the log notes after `after` up to `upto`, its value now or its
-// deletion. visit sees each row read (nil when gone).
-func writeChanges(w io.Writer, v *catalog.View, list []table, tables map[string]catalog.RepTable, after, upto int64, visit func(t catalog.RepTable, key, row []any) error) error {
+// writeChanges writes a segment body: the object before it in the chain
+// (none for a fold, which its manifest names), the tables it may name,
+// then, for every row the log notes after `after` up to `upto`, its value
+// now or its deletion. visit sees each row read (nil when gone).
+func writeChanges(w io.Writer, v *catalog.View, prev link, list []table, tables map[string]catalog.RepTable, after, upto int64, visit func(t catalog.RepTable, key, row []any) error) error {
 	e := newEncoder(w)
+	e.bytes([]byte(prev.key))
+	e.bytes(prev.sum)
 	index := map[string]int{}
 	e.uvarint(uint64(len(list)))
 	for i, t := range list {

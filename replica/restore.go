@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,17 @@ type Restored struct {
 	Shards     int       `json:"shards"`
 	Segments   int       `json:"segments"`
 	Rows       int64     `json:"rows"`
+	Lost       *Loss     `json:"lost,omitempty"` // what --accept-loss restored without
+	Warnings   []string  `json:"warnings,omitempty"`
+}
+
+// Options are a restore's: AtLeast refuses a replica behind that change
+// number (an older copy of the target, which nothing in it can tell);
+// AcceptLoss restores what there is past a refusal for a loss, and
+// records the loss in the admin log.
+type Options struct {
+	AtLeast    int64
+	AcceptLoss bool
 }
 
 // generation is what a listing shows of one generation.
@@ -29,6 +42,7 @@ type generation struct {
 	gen      int64
 	manifest bool
 	segs     []segRange
+	keys     []string
 }
 
 type segRange struct{ first, last int64 }
@@ -45,6 +59,7 @@ func listGenerations(ctx context.Context, store objstore.Store) ([]*generation, 
 			gg = &generation{gen: g}
 			byGen[g] = gg
 		}
+		gg.keys = append(gg.keys, in.Key)
 		switch kind {
 		case "manifest":
 			gg.manifest = true
@@ -78,81 +93,50 @@ func Holds(ctx context.Context, store objstore.Store) (bool, error) {
 	return false, nil
 }
 
-// newest returns the newest whole generation and its manifest.
-func newest(ctx context.Context, s *sealer, store objstore.Store) (*generation, *manifest, error) {
-	gens, err := listGenerations(ctx, store)
+// readManifest reads the manifest of gen and the SHA-256 of its bytes,
+// by which the first segment after it names it.
+func readManifest(ctx context.Context, s *sealer, store objstore.Store, gen int64) (*manifest, []byte, error) {
+	sum := sha256.New()
+	rc, err := s.get(ctx, store, manifestKey(gen), sum)
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, g := range gens {
-		if !g.manifest {
-			continue // a rollover cut off before its manifest
-		}
-		m, err := readManifest(ctx, s, store, g.gen)
-		return g, m, err
-	}
-	return nil, nil, fmt.Errorf("replica: %s holds no generation of a catalog replica", store)
-}
-
-func readManifest(ctx context.Context, s *sealer, store objstore.Store, gen int64) (*manifest, error) {
-	rc, err := s.get(ctx, store, manifestKey(gen))
-	if err != nil {
-		return nil, err
 	}
 	defer rc.Close()
 	m := &manifest{}
 	if err := json.NewDecoder(io.LimitReader(rc, 256<<20)).Decode(m); err != nil {
-		return nil, fmt.Errorf("replica: the manifest of generation %d is damaged: %w", gen, err)
+		return nil, nil, fmt.Errorf("replica: the manifest of generation %d is damaged: %w", gen, err)
 	}
-	if m.Format != 1 || m.Gen != gen {
-		return nil, fmt.Errorf("replica: the manifest of generation %d is of an unknown format %d", gen, m.Format)
+	if m.Format < 1 || m.Format > chainFormat || m.Gen != gen {
+		return nil, nil, fmt.Errorf("replica: the manifest of generation %d is of an unknown format %d", gen, m.Format)
 	}
-	return m, nil
-}
-
-// chain returns the segments to apply after the manifest, in order: from
-// Base+1 on, each starting where the one before ended, the longest when a
-// cut-off step left two with one start.
-func chain(g *generation, m *manifest) ([]segRange, error) {
-	next := m.Base + 1
-	var out []segRange
-	for {
-		var best *segRange
-		for i, s := range g.segs {
-			if s.first == next && (best == nil || s.last > best.last) {
-				best = &g.segs[i]
-			}
-		}
-		if best == nil {
-			break
-		}
-		out = append(out, *best)
-		next = best.last + 1
+	if err := drained(rc, manifestKey(gen)); err != nil {
+		return nil, nil, err
 	}
-	if next <= m.Seq {
-		return nil, fmt.Errorf("replica: generation %d lacks the segment that starts at change %d; its manifest needs changes up to %d", m.Gen, next, m.Seq)
-	}
-	return out, nil
+	return m, sum.Sum(nil), nil
 }
 
 // Restore rebuilds the catalog file at path (which must not exist) from
-// the newest generation in store: its shards, then its segments in order.
-// The master key must be the one the replica was sealed under.
-func Restore(ctx context.Context, store objstore.Store, key *seal.MasterKey, path string) (Restored, error) {
+// the newest generation in store: its shards, then its segments in order,
+// each checked against the one before. It refuses, wrapping ErrLoss, a
+// replica that lacks changes its head names, or that opts.AtLeast asks
+// for, unless opts.AcceptLoss. The master key must be the one the replica
+// was sealed under. The rebuilt catalog carries on the replica's
+// generation (its record, and its change numbers after the restored one).
+func Restore(ctx context.Context, store objstore.Store, key *seal.MasterKey, path string, opts Options) (Restored, error) {
 	var res Restored
 	s := &sealer{key: key}
-	g, m, err := newest(ctx, s, store)
+	p, err := planRestore(ctx, s, store, opts.AtLeast)
 	if err != nil {
 		return res, err
 	}
+	m := p.m
 	if string(m.KeyCheck) != string(key.CheckValue()) {
 		return res, fmt.Errorf("replica: generation %d was sealed under another master key than the one configured", m.Gen)
 	}
-	segs, err := chain(g, m)
-	if err != nil {
-		return res, err
+	if p.loss != nil && !opts.AcceptLoss {
+		return res, p.refusal()
 	}
-	res.Generation, res.Made = m.Gen, m.Made
+	res.Generation, res.Made, res.Lost, res.Warnings = m.Gen, m.Made, p.loss, p.warnings
 	err = catalog.Build(ctx, path, m.Schema, func(l *catalog.Loader) error {
 		for _, t := range m.Tables {
 			for _, sh := range t.Shards {
@@ -164,22 +148,98 @@ func Restore(ctx context.Context, store objstore.Store, key *seal.MasterKey, pat
 				res.Rows += n
 			}
 		}
-		for _, seg := range segs {
-			if err := applySegment(ctx, s, store, l, segmentKey(m.Gen, seg.first, seg.last)); err != nil {
-				return err
-			}
-			res.Segments++
-			res.Replicated = seg.last
+		last, err := applyChain(ctx, s, store, l, p, &res)
+		if err != nil {
+			return err
 		}
+		res.Replicated = p.reach
+		carry(l, store, p, last)
 		return nil
 	})
-	if res.Replicated == 0 {
-		res.Replicated = m.Seq
-	}
 	if err == nil {
 		err = checkKey(ctx, path, key)
 	}
 	return res, err
+}
+
+// applyChain applies the plan's segments in order, each checked against
+// the object before it when the generation links them, and returns the
+// newest object applied with its SHA-256.
+func applyChain(ctx context.Context, s *sealer, store objstore.Store, l *catalog.Loader, p *plan, res *Restored) (link, error) {
+	m := p.m
+	prev := link{key: manifestKey(m.Gen), sum: p.mSum}
+	chained := m.Format >= chainFormat
+	if p.fold != nil {
+		key := segmentKey(m.Gen, p.fold.first, p.fold.last)
+		sum, err := applySegment(ctx, s, store, l, key, chained, link{})
+		if err != nil {
+			return prev, err
+		}
+		if !bytes.Equal(sum, m.FoldHash) {
+			return prev, fmt.Errorf("replica: the fold %s is not the one the manifest of generation %d names", key, m.Gen)
+		}
+		res.Segments++
+	}
+	if p.head != nil && p.head.Key == prev.key && !bytes.Equal(p.head.Hash, prev.sum) {
+		return prev, fmt.Errorf("replica: the manifest of generation %d is not the one the head names", m.Gen)
+	}
+	for _, seg := range p.segs {
+		key := segmentKey(m.Gen, seg.first, seg.last)
+		sum, err := applySegment(ctx, s, store, l, key, chained, prev)
+		if err != nil {
+			return prev, err
+		}
+		if p.head != nil && p.head.Key == key && !bytes.Equal(p.head.Hash, sum) {
+			return prev, fmt.Errorf("replica: segment %s is not the one the head names", key)
+		}
+		prev = link{key: key, sum: sum}
+		res.Segments++
+	}
+	return prev, nil
+}
+
+// carry makes the rebuilt catalog carry on the restored generation: the
+// replica's record, as the server would have written it after the newest
+// segment applied, and the change log going on after the restored change.
+// After a loss, the log goes on after the highest change number the
+// replica ever named or --at-least gave, so that no number names two
+// changes, and the first step writes a whole generation. The admin log
+// records the restore, and the loss.
+func carry(l *catalog.Loader, store objstore.Store, p *plan, last link) {
+	m := p.m
+	st := &state{
+		Target: store.String(), Gen: m.Gen, Base: m.Base, Uploaded: p.reach, Segments: len(p.segs),
+		KeyCheck: m.KeyCheck, Tables: m.Tables, Last: last.key, LastHash: last.sum,
+		LogFrom: p.reach, Restored: true,
+		// Objects of older generations a cut-off rollover left, and of
+		// newer ones without a manifest, go at the first step.
+		Stale: p.older, Used: p.maxGen,
+	}
+	if p.maxGen > m.Gen {
+		st.Pending = p.maxGen
+	}
+	if m.Format >= chainFormat {
+		st.Format = chainFormat
+	}
+	target := fmt.Sprintf("generation %d, change %d", m.Gen, p.reach)
+	l.AdminLog(catalog.Record{Actor: catalog.CLI.Name, Action: "catalog_restore", Target: target, Status: 200})
+	if loss := p.loss; loss != nil {
+		st.Rewrite = "the restore accepted a loss"
+		st.LogFrom = max(p.reach, loss.To, p.maxSeq, p.head.seq())
+		l.AdminLog(catalog.Record{Actor: catalog.CLI.Name, Action: "catalog_restore_loss", Target: loss.Range() + ": " + loss.What, Status: 200})
+		l.SetMeta(catalog.MetaRestoreLoss, []byte(loss.Range()))
+	}
+	l.Carry(st.LogFrom, func(schema string) ([]byte, error) {
+		st.Schema = schema
+		return json.Marshal(st)
+	})
+}
+
+func (h *head) seq() int64 {
+	if h == nil {
+		return 0
+	}
+	return h.Seq
 }
 
 // checkKey opens the rebuilt catalog and compares its master key check
@@ -196,7 +256,7 @@ func checkKey(ctx context.Context, path string, key *seal.MasterKey) error {
 }
 
 func loadShard(ctx context.Context, s *sealer, store objstore.Store, l *catalog.Loader, t table, key string) (int64, error) {
-	rc, err := s.get(ctx, store, key)
+	rc, err := s.get(ctx, store, key, nil)
 	if err != nil {
 		return 0, fmt.Errorf("replica: read shard %s: %w", key, err)
 	}
@@ -235,13 +295,39 @@ func drained(r io.Reader, key string) error {
 	return nil
 }
 
-func applySegment(ctx context.Context, s *sealer, store objstore.Store, l *catalog.Loader, key string) error {
-	rc, err := s.get(ctx, store, key)
+// applySegment applies the segment under key and returns the SHA-256 of
+// its bytes. A chained segment first names the object before it, which
+// must be prev.
+func applySegment(ctx context.Context, s *sealer, store objstore.Store, l *catalog.Loader, key string, chained bool, prev link) ([]byte, error) {
+	sum := sha256.New()
+	rc, err := s.get(ctx, store, key, sum)
 	if err != nil {
-		return fmt.Errorf("replica: read segment %s: %w", key, err)
+		return nil, fmt.Errorf("replica: read segment %s: %w", key, err)
 	}
 	defer rc.Close()
 	d := newDecoder(rc)
+	if chained {
+		k, err1 := d.bytes()
+		h, err2 := d.bytes()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("replica: segment %s: %w", key, err)
+		}
+		if string(k) != prev.key || !bytes.Equal(h, prev.sum) {
+			return nil, fmt.Errorf("replica: segment %s does not follow %s in the chain: it names %q; the replica's objects were changed by something other than the server", key, prev.key, k)
+		}
+	}
+	if err := applyRecords(d, l, key); err != nil {
+		return nil, err
+	}
+	if err := drained(rc, key); err != nil {
+		return nil, err
+	}
+	return sum.Sum(nil), nil
+}
+
+// applyRecords applies a segment body after its link: its tables, then
+// its records.
+func applyRecords(d *decoder, l *catalog.Loader, key string) error {
 	fail := func(err error) error { return fmt.Errorf("replica: segment %s: %w", key, err) }
 	n, err := d.uvarint()
 	if err != nil || n > 1024 {
@@ -316,13 +402,14 @@ func applySegment(ctx context.Context, s *sealer, store objstore.Store, l *catal
 			return fail(errCorrupt)
 		}
 	}
-	return drained(rc, key)
+	return nil
 }
 
 // Verify reads the replica as a restore would, without writing anything:
 // the newest manifest opens with the key, every shard it names exists with
-// the catalog's id, and the segments chain up to what the catalog's record
-// says was replicated. It returns the problems found.
+// the catalog's id, the segments chain up to what the head names and to
+// what the catalog's record says was replicated. It returns the problems
+// found.
 func (r *Replica) Verify(ctx context.Context) (Status, []string, error) {
 	st := r.Status()
 	rec, err := r.loadState(ctx)
@@ -334,10 +421,11 @@ func (r *Replica) Verify(ctx context.Context) (Status, []string, error) {
 	}
 	st.Generation, st.Replicated = rec.Gen, rec.Uploaded
 	s := &sealer{key: r.cfg.Key, catalog: r.cfg.Cat.ID}
-	g, m, err := newest(ctx, s, r.cfg.Store)
+	p, err := planRestore(ctx, s, r.cfg.Store, 0)
 	if err != nil {
 		return st, []string{err.Error()}, nil
 	}
+	m := p.m
 	var problems []string
 	if m.Gen != rec.Gen {
 		problems = append(problems, fmt.Sprintf("the newest generation in %s is %d, the catalog's record names %d", r.cfg.Store, m.Gen, rec.Gen))
@@ -349,18 +437,10 @@ func (r *Replica) Verify(ctx context.Context) (Status, []string, error) {
 			}
 		}
 	}
-	segs, err := chain(g, m)
-	if err != nil {
-		problems = append(problems, err.Error())
-	} else if reach := max(m.Seq, lastOf(segs)); m.Gen == rec.Gen && reach < rec.Uploaded {
-		problems = append(problems, fmt.Sprintf("the segments of generation %d reach change %d, the catalog's record says %d were replicated", m.Gen, reach, rec.Uploaded))
+	if p.loss != nil {
+		problems = append(problems, p.loss.What)
+	} else if m.Gen == rec.Gen && p.reach < rec.Uploaded {
+		problems = append(problems, fmt.Sprintf("the segments of generation %d reach change %d, the catalog's record says %d were replicated", m.Gen, p.reach, rec.Uploaded))
 	}
 	return st, problems, nil
-}
-
-func lastOf(segs []segRange) int64 {
-	if len(segs) == 0 {
-		return 0
-	}
-	return segs[len(segs)-1].last
 }

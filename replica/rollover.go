@@ -47,6 +47,9 @@ func (r *Replica) Forget(ctx context.Context) error {
 	} else if r.compactDue(st) {
 		mode = compact
 	}
+	if st != nil && st.Restored && mode != full {
+		r.carryOn(st)
+	}
 	err = r.rollover(ctx, st, mode)
 	r.note(err)
 	if err == nil {
@@ -94,6 +97,11 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if st == nil {
 		st = &state{}
 	}
+	if mode != full && st.LogFrom > st.Base {
+		// A restored catalog's log starts after the restored change: the
+		// changes since base that decide what to cut again are not in it.
+		mode = full
+	}
 	gen := max(st.Gen, st.Pending, st.Used, maxGen) + 1
 	st.Pending = gen
 	if err := r.saveState(ctx, st, 0); err != nil {
@@ -101,9 +109,9 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterPending)
 
-	m := &manifest{Format: 1, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
+	m := &manifest{Format: chainFormat, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
 	var schemaFP string
-	var written int64
+	var total int64
 	err = r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
 		seq, err := v.LastChange()
 		if err != nil {
@@ -157,13 +165,16 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 			if mode == forget {
 				// The fold: every row changed since the base, as of now.
 				if seq > st.Base {
-					n, err := r.s.put(ctx, r.cfg.Store, segmentKey(gen, st.Base+1, seq), func(w io.Writer) error {
-						return writeChanges(w, v, tablesOf(now), byName, st.Base, seq, mark)
+					key := segmentKey(gen, st.Base+1, seq)
+					w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+						return writeChanges(w, v, link{}, tablesOf(now), byName, st.Base, seq, mark)
 					})
 					if err != nil {
 						return fmt.Errorf("write the fold: %w", err)
 					}
-					written += n
+					total += w.n
+					r.objects.Add(1)
+					m.Fold, m.FoldHash = key, w.sum
 				}
 			} else if err := v.Changes(st.Base, seq, func(name string, key []any) error {
 				t, ok := byName[name]
@@ -183,7 +194,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 			if err != nil {
 				return err
 			}
-			written += n
+			total += n
 			m.Tables = append(m.Tables, table{RepTable: t, Shards: shards})
 		}
 		return nil
@@ -196,16 +207,21 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if err != nil {
 		return err
 	}
-	n, err := r.s.put(ctx, r.cfg.Store, manifestKey(gen), func(w io.Writer) error {
+	mw, err := r.s.put(ctx, r.cfg.Store, manifestKey(gen), func(w io.Writer) error {
 		_, err := w.Write(body)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("replica: write the manifest of generation %d to %s: %w", gen, r.cfg.Store, err)
 	}
-	written += n
-	r.bytes.Add(written)
+	total += mw.n
+	r.bytes.Add(total)
+	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
+	if err := r.writeHead(ctx, gen, manifestKey(gen), mw.sum, m.Seq); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterNewHead)
 
 	// The record says its deletes are still to do (Stale) until they are
 	// proven done: a process cut off between the two finishes them at its
@@ -215,6 +231,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	next := &state{
 		Target: r.cfg.Store.String(), Gen: gen, Base: m.Base, Uploaded: m.Seq,
 		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables, Stale: true,
+		Format: chainFormat, Last: manifestKey(gen), LastHash: mw.sum,
 	}
 	trim := int64(0)
 	if m.Base == m.Seq {
@@ -231,7 +248,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if err := r.saveState(ctx, next, 0); err != nil {
 		return err
 	}
-	r.cfg.Log.Info("replica: generation written", "generation", gen, "bytes", written)
+	r.cfg.Log.Info("replica: generation written", "generation", gen, "replicated", m.Seq, "bytes", total)
 	return nil
 }
 
@@ -299,7 +316,7 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 		return r.cutRange(ctx, v, gen, t, nil, nil)
 	}
 	var out []shard
-	var written int64
+	var total int64
 	for i, s := range old {
 		if !cut[i] {
 			out = append(out, s)
@@ -321,7 +338,7 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 		if err != nil {
 			return nil, 0, err
 		}
-		written += n
+		total += n
 		if len(shards) > 0 && i > 0 {
 			shards[0].Lo = s.Lo // the range keeps its bound even if its first row went
 		}
@@ -330,14 +347,14 @@ func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t ca
 	if len(out) > 0 {
 		out[0].Lo = nil
 	}
-	return out, written, nil
+	return out, total, nil
 }
 
 // cutRange writes the rows of t in [lo, hi) as shards of up to shardRows
 // rows each.
 func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t catalog.RepTable, lo, hi []any) ([]shard, int64, error) {
 	var out []shard
-	var written int64
+	var total int64
 	var rows [][]any
 	flush := func() error {
 		if len(rows) == 0 {
@@ -348,7 +365,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 			return err
 		}
 		key := shardKey(gen, ids.NewRandom())
-		n, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+		w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
 			e := newEncoder(w)
 			for _, row := range rows {
 				e.byte(recPut)
@@ -360,7 +377,8 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 		if err != nil {
 			return fmt.Errorf("write a shard of %s: %w", t.Name, err)
 		}
-		written += n
+		total += w.n
+		r.objects.Add(1)
 		out = append(out, shard{Lo: first, Key: key, Rows: len(rows)})
 		rows = rows[:0]
 		return nil
@@ -375,7 +393,7 @@ func (r *Replica) cutRange(ctx context.Context, v *catalog.View, gen int64, t ca
 	if err == nil {
 		err = flush()
 	}
-	return out, written, err
+	return out, total, err
 }
 
 // Vet refuses, before a server starts, a target that holds another
@@ -438,106 +456,12 @@ func keptShards(tables []table) map[string]bool {
 	return keep
 }
 
-// settle finishes what a cut-off rollover left, before any segment or
-// rollover: a generation the record names as pending is abandoned, and a
-// rollover whose record was committed has its deletes finished. An
-// abandoned generation is deleted rather than written whole again, so
-// that a rollover that failed (a target that answered 503 for a while)
-// costs what the next rollover must forget, not a copy of the catalog.
-// It runs under lock.
-func (r *Replica) settle(ctx context.Context, st *state) error {
-	if st == nil || st.Gen == 0 || st.Target != r.cfg.Store.String() {
-		// The first generation, and the first in a new target, are
-		// written whole, with what a cut-off one left deleted.
-		return nil
-	}
-	if st.Pending != 0 {
-		if err := r.abandon(ctx, st); err != nil {
-			return err
-		}
-	}
-	if st.Stale {
-		return r.deleteStale(ctx, st)
-	}
-	return nil
-}
-
-// abandon deletes the objects of every generation newer than the
-// record's, which only a cut-off rollover writes: the manifests first, so
-// that no restore takes such a generation up once the record's takes
-// segments again, then the rest, each proven gone; then the record forgets
-// the pending generation, keeping its number used.
-func (r *Replica) abandon(ctx context.Context, st *state) error {
-	all, _, err := r.listAll(ctx)
-	if err != nil {
-		return err
-	}
-	if err := r.ownTarget(ctx, all); err != nil {
-		return err
-	}
-	var manifests, rest []string
-	for _, k := range all {
-		switch g, kind, _, _, ok := parseKey(k); {
-		case !ok || g <= st.Gen:
-		case kind == "manifest":
-			manifests = append(manifests, k)
-		default:
-			rest = append(rest, k)
-		}
-	}
-	for _, keys := range [][]string{manifests, rest} {
-		for _, k := range keys {
-			if err := r.cfg.Store.Delete(ctx, k); err != nil {
-				return fmt.Errorf("replica: delete a cut-off generation's object from %s: %w", r.cfg.Store, err)
-			}
-		}
-		for _, k := range keys {
-			if _, err := r.cfg.Store.Stat(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
-				if err == nil {
-					err = errors.New("the target still holds an object it was told to delete")
-				}
-				return fmt.Errorf("replica: prove a cut-off generation's object gone from %s: %w", r.cfg.Store, err)
-			}
-		}
-	}
-	r.cfg.Log.Info("replica: abandoned a rollover that was cut off", "generation", st.Pending, "deleted", len(manifests)+len(rest))
-	st.Used = max(st.Used, st.Pending)
-	st.Pending = 0
-	return r.saveState(ctx, st, 0)
-}
-
-// deleteStale finishes the deletes of a rollover that was cut off after
-// its record was committed: every object of an older generation that the
-// record's shards do not name. It runs under lock.
-func (r *Replica) deleteStale(ctx context.Context, st *state) error {
-	all, _, err := r.listAll(ctx)
-	if err != nil {
-		return err
-	}
-	if err := r.ownTarget(ctx, all); err != nil {
-		return err
-	}
-	keep := keptShards(st.Tables)
-	var older []string
-	for _, k := range all {
-		if g, _, _, _, ok := parseKey(k); (!ok || g < st.Gen) && !keep[k] {
-			older = append(older, k)
-		}
-	}
-	if err := r.deleteAllBut(ctx, older, st.Gen, keep); err != nil {
-		return err
-	}
-	r.cfg.Log.Info("replica: finished the deletes of a rollover that was cut off", "deleted", len(older))
-	st.Stale = false
-	return r.saveState(ctx, st, 0)
-}
-
 // deleteAllBut deletes every key listed before the rollover that is
 // neither in generation gen nor kept, then proves each gone.
 func (r *Replica) deleteAllBut(ctx context.Context, keys []string, gen int64, keep map[string]bool) error {
 	var gone []string
 	for _, k := range keys {
-		if g, _, _, _, ok := parseKey(k); (ok && g == gen) || keep[k] {
+		if g, _, _, _, ok := parseKey(k); (ok && g == gen) || keep[k] || k == headKey {
 			continue
 		}
 		if err := r.cfg.Store.Delete(ctx, k); err != nil {

@@ -51,6 +51,17 @@ func (r *Replica) Run(ctx context.Context) {
 	}
 }
 
+// Drain cuts the last segment when the server stops and logs the change
+// number the replica then holds: the number check shows, and that
+// restore --at-least takes (docs/disaster-recovery.md).
+func (r *Replica) Drain(ctx context.Context) error {
+	if err := r.Sync(ctx); err != nil {
+		return err
+	}
+	r.cfg.Log.Info("replica: every change is in the replica", "generation", r.gen.Load(), "replicated", r.uploaded.Load())
+	return nil
+}
+
 // Wake asks Run to cut a segment now.
 func (r *Replica) Wake() {
 	select {
@@ -158,7 +169,7 @@ type Status struct {
 	Replicated int64         `json:"replicated"` // the last change of the catalog's log the replica holds
 	Lag        time.Duration `json:"-"`
 	Bytes      int64         `json:"-"` // uploaded by this process
-	Objects    int64         `json:"-"`
+	Objects    int64         `json:"-"` // PUTs by this process, the head's included
 	Error      string        `json:"error,omitempty"`
 }
 

@@ -67,7 +67,7 @@ func rolloverAt(t *testing.T, n int) {
 			float64(f.rep.Status().Bytes-before)/float64(fullBytes))
 	}
 	start = time.Now()
-	res, err := Restore(f.ctx, f.store, f.key, filepath.Join(t.TempDir(), "restored.db"))
+	res, err := Restore(f.ctx, f.store, f.key, filepath.Join(t.TempDir(), "restored.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

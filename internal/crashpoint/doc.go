@@ -42,9 +42,11 @@ const (
 
 	// The catalog's replica (docs/FORMAT.md, "Replica", "Replica rollover").
 	ReplicaAfterSegment  = "replica-after-segment"  // a segment written, not yet recorded in the catalog
+	ReplicaAfterHead     = "replica-after-head"     // the head rewritten to name a segment not yet recorded in the catalog
 	ReplicaAfterPending  = "replica-after-pending"  // a rollover's new generation recorded as pending, nothing written
 	ReplicaAfterShards   = "replica-after-shards"   // the new generation's shards and fold written, no manifest
 	ReplicaAfterManifest = "replica-after-manifest" // the new manifest written, the catalog's record not yet
+	ReplicaAfterNewHead  = "replica-after-new-head" // the head rewritten to name the new manifest, the catalog's record not yet
 	ReplicaAfterRecord   = "replica-after-record"   // the record names the new generation, old objects not yet deleted
 	ReplicaAfterDeletes  = "replica-after-deletes"  // old objects deleted, not yet proven gone
 

@@ -33,8 +33,10 @@ import (
 //
 //   - ingest by 8 clients with the replica off, max_lag = 1 and max_lag = 0,
 //     in turns in one run, as stores per second and their ratio to the
-//     replica off; with the bytes uploaded to the replica per stored version
-//     (vcon_replica_uploaded_bytes_total over the stores);
+//     replica off; with the bytes and the objects (PUTs, the head's
+//     rewrites included) uploaded to the replica per stored version
+//     (vcon_replica_uploaded_bytes_total and _objects_total over the
+//     stores);
 //   - at VCON_REPLICA_BENCH_VERSIONS versions (100,000 by default; the
 //     catalog seeded directly, as test/scale does): the first generation,
 //     the latency of a 0d DELETE (its rollover included) with and without
@@ -79,6 +81,7 @@ type ingestCase struct {
 	stores int
 	took   time.Duration
 	bytes  float64
+	puts   float64
 	lat    []time.Duration
 }
 
@@ -93,16 +96,17 @@ func benchIngest(t *testing.T, out *strings.Builder, d time.Duration) {
 	}
 	off := float64(cases[0].stores) / cases[0].took.Seconds()
 	fmt.Fprintf(out, "\ningest, 8 clients, vCons of about 1 KiB, data-directory storage, replica in a directory, 2 turns of %s each:\n", d)
-	fmt.Fprintf(out, "  %-12s %10s %8s %10s %10s %14s\n", "", "stores/s", "ratio", "p50", "p99", "replica B/ver")
+	fmt.Fprintf(out, "  %-12s %10s %8s %10s %10s %14s %14s\n", "", "stores/s", "ratio", "p50", "p99", "replica B/ver", "replica PUT/ver")
 	for _, c := range cases {
 		rate := float64(c.stores) / c.took.Seconds()
 		slices.Sort(c.lat)
-		per := "-"
+		per, puts := "-", "-"
 		if c.lag >= 0 {
 			per = fmt.Sprintf("%.0f", c.bytes/float64(c.stores))
+			puts = fmt.Sprintf("%.3f", c.puts/float64(c.stores))
 		}
-		fmt.Fprintf(out, "  %-12s %10.0f %8.2f %10s %10s %14s\n", c.name, rate, rate/off,
-			c.lat[len(c.lat)/2].Round(10*time.Microsecond), c.lat[len(c.lat)*99/100].Round(10*time.Microsecond), per)
+		fmt.Fprintf(out, "  %-12s %10.0f %8.2f %10s %10s %14s %14s\n", c.name, rate, rate/off,
+			c.lat[len(c.lat)/2].Round(10*time.Microsecond), c.lat[len(c.lat)*99/100].Round(10*time.Microsecond), per, puts)
 	}
 }
 
@@ -117,27 +121,29 @@ func ingestTurn(t *testing.T, c *ingestCase, d time.Duration) {
 	p := e.StartBinary()
 	defer p.Stop()
 	storeFor(t, e, k.Token, time.Second) // warm up: the first generation, connections
-	before := uploaded(t, e, ops.Token, c.lag)
+	before, beforePuts := uploaded(t, e, ops.Token, c.lag)
 	n, took, lat := storeFor(t, e, k.Token, d)
-	after := uploaded(t, e, ops.Token, c.lag)
+	after, afterPuts := uploaded(t, e, ops.Token, c.lag)
 	c.stores += n
 	c.took += took
 	c.bytes += after - before
+	c.puts += afterPuts - beforePuts
 	c.lat = append(c.lat, lat...)
 }
 
-// uploaded reads vcon_replica_uploaded_bytes_total once the replica has
-// caught up and the metrics have been copied (once a second).
-func uploaded(t *testing.T, e *testenv.Env, token string, lag int) float64 {
+// uploaded reads vcon_replica_uploaded_bytes_total and _objects_total
+// once the replica has caught up and the metrics have been copied (once a
+// second).
+func uploaded(t *testing.T, e *testenv.Env, token string, lag int) (bytes, puts float64) {
 	if lag < 0 {
-		return 0
+		return 0, 0
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		time.Sleep(1200 * time.Millisecond)
 		m := string(e.Do("GET", "/metrics", token, nil).Body)
 		if strings.Contains(m, "\nvcon_replica_lag_seconds 0\n") || time.Now().After(deadline) {
-			return metricValue(m, "vcon_replica_uploaded_bytes_total")
+			return metricValue(m, "vcon_replica_uploaded_bytes_total"), metricValue(m, "vcon_replica_uploaded_objects_total")
 		}
 	}
 }

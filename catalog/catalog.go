@@ -270,8 +270,14 @@ func (c *Catalog) checkpoint(ctx context.Context) error {
 			return nil
 		}
 		if reserve.IsFull(err) {
-			// Copying the log into a file that must grow needs room.
-			reserve.Release(filepath.Dir(c.path))
+			// Copying the log into a file that must grow needs room: the
+			// reserve's, tried again at once. Without one, waiting frees
+			// nothing; the caller says the disk is full within moments,
+			// not after its deadline.
+			if n, _ := reserve.Release(filepath.Dir(c.path)); n > 0 {
+				continue
+			}
+			return fmt.Errorf("catalog: checkpoint: %w", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
@@ -43,12 +44,21 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		return ErrNotFound
+	case reserve.IsFull(err):
+		a.logError("delete: the disk is full", err)
+		return ErrDeleteNoSpace
 	case err != nil:
 		return err
 	case !purgeNow:
 		return nil
 	}
 	destroyed, err := a.purge(ctx, hid)
+	if reserve.IsFull(err) {
+		// Hidden already, whatever was destroyed: the sweep purges the
+		// rest once there is room.
+		a.logError("delete: purge waits for room on the disk", err)
+		return ErrPurgeNoSpace
+	}
 	if err != nil {
 		if len(destroyed) > 0 {
 			a.logError("delete: purge left work for the sweep", err)
@@ -63,10 +73,23 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	}
 	if err := a.finishStarted(ctx, hid, destroyed); err != nil {
 		a.logError("delete: purge left work for the sweep", err)
+		if reserve.IsFull(err) {
+			return ErrPurgeNoSpace
+		}
 		return ErrPurgeIncomplete
 	}
 	return nil
 }
+
+var (
+	// ErrDeleteNoSpace: the DELETE's own commit was refused for space,
+	// the reserve spent (internal/reserve); nothing changed.
+	ErrDeleteNoSpace = errors.New("the catalog could not commit the delete: the data directory's disk is full and its reserve is spent; free space there (grow the file system, or remove files that are not vcon-server's), then send the DELETE again")
+	// ErrPurgeNoSpace: a 0d DELETE hid the vCon, but a write of its purge
+	// before its delete (the catalog's, the purge count, the tombstone)
+	// was refused for space, the reserve spent.
+	ErrPurgeNoSpace = errors.New("the vCon is deleted and can no longer be read by the API, but the catalog could not commit the rest of its purge: the data directory's disk is full and its reserve is spent; free space there (grow the file system, or remove files that are not vcon-server's) and the purge sweep finishes it")
+)
 
 // finishStarted is the rest of a 0d DELETE's purge for the versions it hid
 // whose key another purge (the sweep's) destroyed first: the answer waits

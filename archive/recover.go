@@ -11,6 +11,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
@@ -56,15 +57,27 @@ func (a *Archive) Recover(ctx context.Context) (Recovery, error) {
 	}
 	n, err = a.Sweep(ctx)
 	rec.PurgesEnded = n
-	if errors.Is(err, errForget) {
+	switch {
+	case errors.Is(err, errForget):
 		// The keys are destroyed here; the sweep finishes the purges once
 		// the replica's target answers again.
 		a.logError("start-up recovery: purges wait for the replica", err)
-	} else if err != nil {
+	case onlyFull(err):
+		// Every key a purge destroyed stays destroyed, and every step
+		// after it waits safely (docs/FORMAT.md, "Purge of an object"):
+		// the server starts, refusing stores, so that deletes can free
+		// the disk, and the sweep finishes these purges once they have.
+		a.logWarn(msgRecoverFull, err)
+	case err != nil:
 		return rec, err
 	}
 	if restored {
-		if err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ClearRestored() }); err != nil {
+		err := a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.ClearRestored() })
+		if onlyFull(err) {
+			// Kept, the mark makes the next start read every tombstone
+			// again: more work, nothing unsafe.
+			a.logWarn(msgRecoverFull, err)
+		} else if err != nil {
 			return rec, err
 		}
 	}
@@ -123,8 +136,39 @@ func (a *Archive) reapplyTombstones(ctx context.Context, restored bool) (int, er
 		return total, err
 	}
 	// And storage's count is written again where it was missing or not a
-	// count, so the next start need not read the tombstones.
-	return total, a.raisePurgeCount(ctx)
+	// count, so the next start need not read the tombstones; on a full
+	// disk the next purge writes it, before its tombstone.
+	if err := a.raisePurgeCount(ctx); onlyFull(err) {
+		a.logWarn(msgRecoverFull, err)
+	} else if err != nil {
+		return total, err
+	}
+	return total, nil
+}
+
+const msgRecoverFull = "start-up recovery: the data directory's disk is full; purges wait for room, which deletes free"
+
+// onlyFull reports whether err is refusals for space only: each error it
+// joins is one (reserve.IsFull).
+func onlyFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyFull(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return reserve.IsFull(err)
+}
+
+func (a *Archive) logWarn(msg string, err error) {
+	if a.Log != nil {
+		a.Log.Warn(msg, "error", err.Error())
+	}
 }
 
 // Messages of a restored catalog's first start: what its tombstones

@@ -36,6 +36,9 @@ var (
 	ErrNotFound = errors.New("catalog: not found")
 	// ErrMissing is returned by Open when the data directory has no catalog.
 	ErrMissing = errors.New("catalog: no catalog in the data directory")
+	// ErrFull is returned by Open when the disk refused the room the
+	// catalog needs to open, the reserve spent (internal/reserve).
+	ErrFull = errors.New("catalog: the data directory's disk is full and its reserve (space.reserve) is spent, and the catalog needs a little room to open (its shared-memory file, 32 KiB): free space on that disk (grow the file system, or remove files that are not vcon-server's), then start again")
 )
 
 // Catalog is an open catalog. Reads go straight to the pool; writes go
@@ -150,6 +153,9 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 		if _, rerr := reserve.Release(filepath.Dir(path)); rerr == nil {
 			err = c.migrate(ctx)
 		}
+	}
+	if reserve.IsFull(err) {
+		err = fmt.Errorf("%w: %w", ErrFull, err)
 	}
 	if err == nil {
 		err = c.webhookTriggers(ctx)
@@ -270,8 +276,14 @@ func (c *Catalog) checkpoint(ctx context.Context) error {
 			return nil
 		}
 		if reserve.IsFull(err) {
-			// Copying the log into a file that must grow needs room.
-			reserve.Release(filepath.Dir(c.path))
+			// Copying the log into a file that must grow needs room: the
+			// reserve's, tried again at once. Without one, waiting frees
+			// nothing; the caller says the disk is full within moments,
+			// not after its deadline.
+			if n, _ := reserve.Release(filepath.Dir(c.path)); n > 0 {
+				continue
+			}
+			return fmt.Errorf("catalog: checkpoint: %w", err)
 		}
 		select {
 		case <-ctx.Done():

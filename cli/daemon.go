@@ -17,6 +17,7 @@ import (
 	"github.com/vcon-server/vcon-server/diskspace"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/internal/metrics"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/server"
@@ -79,16 +80,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	}
 	d.unlock = unlock
-	mk, cat, err := openKeyed(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	d.Cat = cat
-	now := opt.Now
-	if now == nil {
-		now = time.Now
-	}
-	cat.Now = now
+	// What a crash left that only takes room goes first, before the
+	// catalog opens: on a full disk its blocks are the room the catalog
+	// needs to open (its shared-memory file) and to commit.
 	if n, err := objstore.RemoveStaleSpool(cfg.DataDir, time.Hour); err != nil {
 		return nil, err
 	} else if n > 0 {
@@ -102,6 +96,16 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	if n := export.RemoveStaleScratch(objstore.SpoolDir(cfg.DataDir)); n > 0 {
 		log.Info("start-up recovery removed the scratch folders of killed exports", "removed", n)
 	}
+	mk, cat, err := openKeyed(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.Cat = cat
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	cat.Now = now
 	if d.Replica, err = openReplica(ctx, cfg, mk, cat, log, true); err != nil {
 		return nil, err
 	}
@@ -111,7 +115,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		}
 	} else {
 		log.Warn(msgNoReplica)
-		if err := cat.DisableChangeLog(ctx); err != nil {
+		// On a full disk this waits for the next start: the change log it
+		// clears only takes room, and serve must start there to free it.
+		if err := cat.DisableChangeLog(ctx); reserve.IsFull(err) {
+			log.Warn("start-up: the data directory's disk is full; the catalog's change log is cleared at a later start", "error", err.Error())
+		} else if err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@
 package diskspace
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,12 @@ const ReasonLow = "the data directory's disk has less free space than min_free"
 
 // ReasonUnknown is the /health reason while free space cannot be read.
 const ReasonUnknown = "the free space of the data directory's disk cannot be read"
+
+// ReasonNoReserve is the /health reason while the reserve is missing and
+// the disk has no room to make it (internal/reserve): stores are refused
+// meanwhile, since a disk that filled without it could refuse the
+// commits that free space.
+const ReasonNoReserve = "the data directory's disk has no room for its reserve (space.reserve), the room to delete with when it is full"
 
 // Options say what a Monitor watches.
 type Options struct {
@@ -38,9 +45,10 @@ type Options struct {
 type Monitor struct {
 	opt Options
 
-	low     atomic.Bool
-	unknown atomic.Bool
-	checked atomic.Int64 // unix nanos of the last measure
+	low       atomic.Bool
+	unknown   atomic.Bool
+	noReserve atomic.Bool  // the reserve is missing and there is no room to make it
+	checked   atomic.Int64 // unix nanos of the last measure
 
 	mu     sync.Mutex // one measure at a time; guards wasLow
 	wasLow bool
@@ -48,6 +56,7 @@ type Monitor struct {
 	resMu    sync.Mutex // one Tick's reserve upkeep at a time; guards what follows
 	made     bool       // the reserve was made or seen whole since the start
 	released bool       // the reserve was seen released and not made again
+	warned   bool       // the reserve could not be made, and the log said so
 
 	free, line, held *metrics.Gauge
 	lowGauge         *metrics.Gauge
@@ -78,13 +87,15 @@ func New(opt Options) *Monitor {
 	return m
 }
 
-// Low reports whether the disk is below the line, from a measure at most
-// maxAge old.
+// Low reports whether stores must be refused, from a measure at most
+// maxAge old: the disk is below the line, or the reserve is missing and
+// the disk has no room to make it again (stores would take the room it
+// is made from).
 func (m *Monitor) Low() bool {
 	if m.opt.Now().UnixNano()-m.checked.Load() > int64(maxAge) {
 		m.measure()
 	}
-	return m.low.Load()
+	return m.low.Load() || m.noReserve.Load()
 }
 
 // Refused counts a store refused for space.
@@ -93,13 +104,17 @@ func (m *Monitor) Refused() { m.refused.Inc() }
 // Reasons are the /health reasons of the disk: none while above the line.
 func (m *Monitor) Reasons() []string {
 	m.Low()
-	switch {
-	case m.unknown.Load():
+	if m.unknown.Load() {
 		return []string{ReasonUnknown}
-	case m.low.Load():
-		return []string{ReasonLow}
 	}
-	return nil
+	var reasons []string
+	if m.low.Load() {
+		reasons = append(reasons, ReasonLow)
+	}
+	if m.noReserve.Load() {
+		reasons = append(reasons, ReasonNoReserve)
+	}
+	return reasons
 }
 
 // Tick measures and keeps the reserve: made again once the file system has
@@ -119,14 +134,23 @@ func (m *Monitor) Tick() {
 		m.opt.Log.Warn("disk reserve released: a write failed for want of space and took the reserve; it is made again once the disk has room", "reserve", held)
 	}
 	made, err := reserve.Make(m.opt.Dir)
-	if err != nil {
+	switch {
+	case errors.Is(err, reserve.ErrNoRoom):
+		// Once, and not after a release, whose line said it already.
+		if !m.made && !m.warned {
+			m.warned = true
+			size, _ := reserve.Size(m.opt.Dir)
+			m.opt.Log.Warn("disk reserve cannot be made: the disk has no room for it twice over; stores are refused with 507 until it has, since a full disk without it could refuse the deletes that free space", "reserve", size)
+		}
+	case err != nil:
 		m.opt.Log.Error("disk reserve cannot be made", "error", err.Error())
 	}
 	if made {
-		m.made, m.released = true, false
-		m.opt.Log.Info("disk reserve made", "reserve", reserve.Size)
+		m.made, m.released, m.warned = true, false, false
+		m.opt.Log.Info("disk reserve made", "reserve", reserve.Held(m.opt.Dir))
 	}
 	m.held.Set(float64(reserve.Held(m.opt.Dir)))
+	m.measure() // the reserve made, or not, is part of Low
 }
 
 // lineOf is the line in bytes on a file system of total bytes.
@@ -154,6 +178,8 @@ func (m *Monitor) measure() {
 		return
 	}
 	m.unknown.Store(false)
+	// A reserve made needs room for it twice over (reserve.Make).
+	m.noReserve.Store(!reserve.Whole(m.opt.Dir) && free < 2*uint64(reserve.SizeFor(total)))
 	line := m.lineOf(total)
 	low := free < line
 	if m.wasLow && !low && free < line+margin(line) {

@@ -102,29 +102,60 @@ func TestPercent(t *testing.T) {
 }
 
 // Tick makes the reserve when there is room, says once when it was
-// released, and makes it again once there is room.
+// released, and makes it again once there is room; meanwhile stores are
+// refused and /health says why.
 func TestTickKeepsTheReserve(t *testing.T) {
 	dir := t.TempDir()
 	disk := newFakeDisk(t, 1<<30, 2<<30)
 	var log bytes.Buffer
-	m := New(Options{Dir: dir, MinBytes: 64 << 20, Log: logline.New(&log, "info", "serve"), Registry: metrics.NewRegistry()})
+	m := New(Options{Dir: dir, MinBytes: 1 << 20, Log: logline.New(&log, "info", "serve"), Registry: metrics.NewRegistry()})
 	m.Tick()
-	if reserve.Held(dir) < reserve.Size {
-		t.Fatal("no reserve after a tick with room")
+	if reserve.Held(dir) < reserve.MaxSize || m.Low() || m.Reasons() != nil {
+		t.Fatalf("after a tick with room: the reserve holds %d, low %v, reasons %q", reserve.Held(dir), m.Low(), m.Reasons())
 	}
 	reserve.Release(dir)
-	disk.set(reserve.Size) // no room to make it again
+	disk.set(reserve.MaxSize) // above the line, without room to make it again
 	m.Tick()
 	m.Tick()
 	if reserve.Held(dir) != 0 {
 		t.Fatal("the reserve was made again without room")
 	}
+	if r := m.Reasons(); !m.Low() || len(r) != 1 || r[0] != ReasonNoReserve {
+		t.Fatalf("released without room to make it again: low %v, reasons %q", m.Low(), r)
+	}
 	disk.set(1 << 30)
 	m.Tick()
-	if reserve.Held(dir) < reserve.Size {
-		t.Fatal("the reserve was not made again with room")
+	if reserve.Held(dir) < reserve.MaxSize || m.Low() || m.Reasons() != nil {
+		t.Fatalf("with room again: the reserve holds %d, low %v, reasons %q", reserve.Held(dir), m.Low(), m.Reasons())
 	}
-	if n := strings.Count(log.String(), "disk reserve released"); n != 1 {
-		t.Fatalf("%d lines about the release, want 1:\n%s", n, log.String())
+	if n := strings.Count(log.String(), "disk reserve released"); n != 1 || strings.Contains(log.String(), "cannot be made") {
+		t.Fatalf("%d lines about the release, want 1 and none about making it:\n%s", n, log.String())
+	}
+}
+
+// A disk that never had room for the reserve says so once, in the log
+// and on /health, and refuses stores until it has: a 16 MiB file system
+// gets a reserve of 816 KiB once 1.6 MiB are free.
+func TestNoRoomForTheReserve(t *testing.T) {
+	dir := t.TempDir()
+	size := uint64(reserve.SizeFor(16 << 20))
+	disk := newFakeDisk(t, 2*size-1, 16<<20)
+	var log bytes.Buffer
+	m := New(Options{Dir: dir, MinBytes: 1 << 10, Log: logline.New(&log, "info", "serve"), Registry: metrics.NewRegistry()})
+	m.Tick()
+	m.Tick()
+	if r := m.Reasons(); reserve.Held(dir) != 0 || !m.Low() || len(r) != 1 || r[0] != ReasonNoReserve {
+		t.Fatalf("without room: the reserve holds %d, low %v, reasons %q", reserve.Held(dir), m.Low(), r)
+	}
+	if n := strings.Count(log.String(), "WARN vcon_server::serve: disk reserve cannot be made"); n != 1 {
+		t.Fatalf("%d WARN lines about the reserve, want 1:\n%s", n, log.String())
+	}
+	disk.set(2 * size)
+	m.Tick()
+	if h := reserve.Held(dir); h < int64(size) || m.Low() || m.Reasons() != nil {
+		t.Fatalf("with room: the reserve holds %d, low %v, reasons %q", h, m.Low(), m.Reasons())
+	}
+	if !strings.Contains(log.String(), "disk reserve made reserve=835584") {
+		t.Fatalf("no line about the reserve made:\n%s", log.String())
 	}
 }

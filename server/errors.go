@@ -40,6 +40,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, "the vCon is under legal hold; an operator must release the hold before it can be deleted"
 	case errors.Is(err, archive.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
 		return http.StatusNotFound, "no such vCon"
+	case errors.Is(err, archive.ErrDeleteNoSpace):
+		return http.StatusServiceUnavailable, archive.ErrDeleteNoSpace.Error()
+	case errors.Is(err, archive.ErrPurgeNoSpace):
+		return http.StatusServiceUnavailable, archive.ErrPurgeNoSpace.Error()
 	case reserve.IsFull(err):
 		return http.StatusInsufficientStorage, msgDiskLow
 	case errors.Is(err, archive.ErrPurgeAwaitsReplica):

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/vcon-server/vcon-server/archive"
 )
 
 // Disk is the free-space line of the data directory (diskspace.Monitor):
@@ -39,6 +42,16 @@ func (s *Server) insufficientStorage(w http.ResponseWriter) int {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	writeError(w, http.StatusInsufficientStorage, msgDiskLow)
 	return http.StatusInsufficientStorage
+}
+
+// deleteNoSpace gives a DELETE that a full disk cut short (its 503, with
+// what it left and what the operator frees) the Retry-After of a 507: a
+// DELETE is how space is freed, so it is answered as a wait, not as a
+// refusal to store.
+func deleteNoSpace(w http.ResponseWriter, err error) {
+	if errors.Is(err, archive.ErrDeleteNoSpace) || errors.Is(err, archive.ErrPurgeNoSpace) {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
 }
 
 // health answers GET /health: 200 {"status":"ok"}, or 503 with the

@@ -262,6 +262,7 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 	if status >= 500 {
 		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
 	}
+	deleteNoSpace(w, err)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		// The connection cannot serve another request: the rest of the

@@ -1,7 +1,7 @@
 // Package reserve keeps room to delete on the data directory's file
-// system: a file of preallocated blocks (FileName, Size bytes) that any
-// vcon-server process gives back at once when a write that frees space
-// later (a catalog commit, a purge's tombstone or count) fails because the
+// system: a file of preallocated blocks (FileName; a twentieth of the file
+// system, at most 16 MiB: SizeFor) that any vcon-server process
+// gives back at once when a write that frees space later (a catalog commit, a purge's tombstone or count) fails because the
 // disk is full, and that serve makes again once there is room
 // (docs/FORMAT.md, "The data directory"; docs/troubleshooting.md, "The
 // disk is low"). Without it a full disk would refuse the very commits
@@ -26,12 +26,24 @@ import (
 // FileName is the reserve's name inside the data directory.
 const FileName = "space.reserve"
 
-// Size is the reserve's size: 16 MiB, about 4,000 pages of the catalog's
-// write-ahead log. A 0d DELETE commits a few pages and a purge sweep a few
-// per version before the checkpoint gives them back, so this carries a
-// retention change, thousands of purges and their audit records, and the
-// small files a purge writes, until the bytes they delete free far more.
-const Size = 16 << 20
+// MaxSize is the largest reserve: 16 MiB, about 4,000 pages of the
+// catalog's write-ahead log. A 0d DELETE commits a few pages and a purge
+// sweep a few per version before the checkpoint gives them back, so this
+// carries a retention change, thousands of purges and their audit
+// records, and the small files a purge writes, until the bytes they
+// delete free far more.
+const MaxSize = 16 << 20
+
+// SizeFor is the reserve of a file system of total bytes: a twentieth of
+// it, at most MaxSize, in whole 4 KiB blocks. A fixed 16 MiB, made only
+// with room for it twice over, was never made on a file system under
+// 32 MiB, and one of 32 to 64 MiB gave a third of itself or more to it.
+// A twentieth of 16 MiB (816 KiB) still carries a 0d DELETE or a purge
+// sweep of a few versions, whose deletes then free more.
+func SizeFor(total uint64) int64 {
+	n := min(int64(total/20), MaxSize)
+	return n &^ 4095
+}
 
 // Statfs returns the bytes free to this process and the size of the file
 // system holding dir.
@@ -43,9 +55,22 @@ var Statfs = func(dir string) (free, total uint64, err error) {
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
 
+// Size is the reserve of dir's file system (SizeFor).
+func Size(dir string) (int64, error) {
+	_, total, err := Statfs(dir)
+	if err != nil {
+		return 0, err
+	}
+	return SizeFor(total), nil
+}
+
 // Whole reports whether the reserve holds its blocks: a file system may
-// count a few less than it was given.
-func Whole(dir string) bool { return Held(dir) >= Size-Size/16 }
+// count a few less than it was given. A reserve made for a file system
+// since grown is short, and made again at its new size.
+func Whole(dir string) bool {
+	size, err := Size(dir)
+	return err == nil && size > 0 && Held(dir) >= size-size/16
+}
 
 // Held is the bytes the reserve holds on disk now: 0 when released.
 func Held(dir string) int64 {
@@ -77,26 +102,34 @@ func Release(dir string) (int64, error) {
 	return held, nil
 }
 
+// ErrNoRoom is Make's answer when the file system has no room for the
+// reserve twice over.
+var ErrNoRoom = errors.New("reserve: the file system has no room for the reserve twice over")
+
 // Make makes the reserve when it is missing or short and the file system
 // has room for it twice over, so that making it never takes the last
-// bytes. It reports whether it made one. The blocks are allocated, not
-// sparse: a full disk cannot take them back.
+// bytes: what is left is as much again, for the writes that go on
+// meanwhile. It reports whether it made one, and ErrNoRoom when there is
+// no room for it. The blocks are allocated, not sparse: a full disk
+// cannot take them back.
 func Make(dir string) (bool, error) {
 	if Whole(dir) {
 		return false, nil
 	}
-	free, _, err := Statfs(dir)
-	if err != nil {
-		return false, err
-	}
-	if free < 2*Size {
-		return false, nil
-	}
 	// A kill while making it left a temporary file: only serve makes the
-	// reserve, and one serve at a time holds the data directory.
+	// reserve, and one serve at a time holds the data directory. Its
+	// blocks are given back first, as room for the new one.
 	stale, _ := filepath.Glob(filepath.Join(dir, ".tmp-"+FileName+"-*"))
 	for _, p := range stale {
 		os.Remove(p)
+	}
+	free, total, err := Statfs(dir)
+	if err != nil {
+		return false, err
+	}
+	size := SizeFor(total)
+	if size == 0 || free < 2*uint64(size) {
+		return false, ErrNoRoom
 	}
 	f, err := os.CreateTemp(dir, ".tmp-"+FileName+"-*")
 	if err != nil {
@@ -110,7 +143,7 @@ func Make(dir string) (bool, error) {
 			os.Remove(tmp)
 		}
 	}()
-	if err := allocate(f, Size); err != nil {
+	if err := allocate(f, size); err != nil {
 		return false, fmt.Errorf("reserve: make: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -123,7 +156,24 @@ func Make(dir string) (bool, error) {
 		return false, fmt.Errorf("reserve: make: %w", err)
 	}
 	ok = true
+	// The folder is synced so that the name survives a power cut: else the
+	// reserve's blocks could come back after it under the temporary name,
+	// held, and the reserve missing on a disk that may have filled since
+	// (a start removes that file again, above). Release syncs nothing: a
+	// reserve that a power cut brings back is only more room.
+	if err := syncDir(dir); err != nil {
+		return true, fmt.Errorf("reserve: make: sync the folder: %w", err)
+	}
 	return true, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // allocate gives f n bytes of real blocks: fallocate where the file system

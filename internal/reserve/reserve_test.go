@@ -14,17 +14,21 @@ import (
 
 func TestMakeRelease(t *testing.T) {
 	dir := t.TempDir()
+	size, err := Size(dir)
+	if err != nil || size <= 0 {
+		t.Fatalf("Size: %d %v", size, err)
+	}
 	made, err := Make(dir)
 	if err != nil || !made {
 		t.Fatalf("Make: %v %v", made, err)
 	}
-	if h := Held(dir); h < Size {
-		t.Fatalf("the reserve holds %d bytes, want %d allocated", h, Size)
+	if h := Held(dir); h < size {
+		t.Fatalf("the reserve holds %d bytes, want %d allocated", h, size)
 	}
 	if made, err := Make(dir); err != nil || made {
 		t.Fatalf("Make over a whole reserve: %v %v", made, err)
 	}
-	if n, err := Release(dir); err != nil || n < Size {
+	if n, err := Release(dir); err != nil || n < size {
 		t.Fatalf("Release: %d %v", n, err)
 	}
 	if n, err := Release(dir); err != nil || n != 0 {
@@ -39,19 +43,52 @@ func TestMakeRelease(t *testing.T) {
 	}
 }
 
+// The reserve is a twentieth of the file system, at most 16 MiB, in
+// whole blocks: a file system of 16 MiB gets one too.
+func TestSizeFor(t *testing.T) {
+	for _, c := range []struct {
+		total uint64
+		want  int64
+	}{
+		{16 << 20, 835584},  // 816 KiB
+		{48 << 20, 2514944}, // 2,456 KiB
+		{320 << 20, 16 << 20},
+		{1 << 40, 16 << 20},
+		{40 << 10, 0},
+		{0, 0},
+	} {
+		if got := SizeFor(c.total); got != c.want || got%4096 != 0 || uint64(got) > c.total/20 {
+			t.Errorf("SizeFor(%d) = %d, want %d", c.total, got, c.want)
+		}
+	}
+}
+
 // Make never takes the last bytes: it waits for room for the reserve
-// twice over.
+// twice over, the reserve of that file system's size.
 func TestMakeWaitsForRoom(t *testing.T) {
 	dir := t.TempDir()
 	old := Statfs
 	t.Cleanup(func() { Statfs = old })
-	Statfs = func(string) (uint64, uint64, error) { return 2*Size - 1, 1 << 40, nil }
-	if made, err := Make(dir); err != nil || made || Held(dir) != 0 {
+	const total = 16 << 20
+	size := uint64(SizeFor(total))
+	Statfs = func(string) (uint64, uint64, error) { return 2*size - 1, total, nil }
+	if made, err := Make(dir); !errors.Is(err, ErrNoRoom) || made || Held(dir) != 0 {
 		t.Fatalf("Make without room: %v %v, holds %d", made, err, Held(dir))
 	}
-	Statfs = func(string) (uint64, uint64, error) { return 2 * Size, 1 << 40, nil }
+	Statfs = func(string) (uint64, uint64, error) { return 2 * size, total, nil }
 	if made, err := Make(dir); err != nil || !made {
 		t.Fatalf("Make with room: %v %v", made, err)
+	}
+	if h := Held(dir); h < int64(size) || h > int64(size)+4096 || !Whole(dir) {
+		t.Fatalf("the reserve of a 16 MiB file system holds %d bytes, want %d", h, size)
+	}
+	// The file system grew: the reserve is short, and made again bigger.
+	Statfs = func(string) (uint64, uint64, error) { return 1 << 30, 1 << 40, nil }
+	if Whole(dir) {
+		t.Fatal("a reserve of 816 KiB is whole on a file system of 1 TiB")
+	}
+	if made, err := Make(dir); err != nil || !made || Held(dir) < MaxSize {
+		t.Fatalf("Make on the grown file system: %v %v, holds %d", made, err, Held(dir))
 	}
 }
 

@@ -49,6 +49,17 @@ func smallDisk(t *testing.T, e *testenv.Env, size string) string {
 	return data
 }
 
+// reserveSize is the reserve of dir's file system: a twentieth of it, at
+// most 16 MiB.
+func reserveSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	n, err := reserve.Size(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func freeBytes(t *testing.T, dir string) uint64 {
 	t.Helper()
 	free, _, err := reserve.Statfs(dir)
@@ -82,8 +93,8 @@ func TestDiskFull(t *testing.T) {
 	op := e.OperatorKey()
 	p := e.StartBinary()
 	defer p.Stop()
-	if h := reserve.Held(data); h != reserve.Size {
-		t.Fatalf("the reserve holds %d bytes after the start, want %d", h, reserve.Size)
+	if h, want := reserve.Held(data), reserveSize(t, data); h != want {
+		t.Fatalf("the reserve holds %d bytes after the start, want %d", h, want)
 	}
 	health := func() (int, string) {
 		r := e.Do("GET", "/health", "", nil)
@@ -140,7 +151,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("/health below the line: %d %s", st, body)
 	}
 	metrics := string(e.Do("GET", "/metrics", op.Token, nil).Body)
-	for _, want := range []string{"vcon_disk_low 1", "vcon_disk_min_free_bytes 6.7108864e+07", "vcon_disk_free_bytes ", "vcon_disk_reserve_bytes 1.6777216e+07"} {
+	for _, want := range []string{"vcon_disk_low 1", "vcon_disk_min_free_bytes 6.7108864e+07", "vcon_disk_free_bytes ", "vcon_disk_reserve_bytes 1.3418496e+07"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -242,7 +253,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("/health with room again: %d %s", st, body)
 	}
 	deadline = time.Now().Add(10 * time.Second)
-	for reserve.Held(data) != reserve.Size {
+	for reserve.Held(data) != reserveSize(t, data) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reserve was not made again: it holds %d bytes", reserve.Held(data))
 		}
@@ -343,8 +354,8 @@ func TestDiskFilledBetweenMeasures(t *testing.T) {
 	e.Start()
 	tenant := e.Tenant("acme")
 	k := e.NewKey(tenant, "write", "read")
-	if h := reserve.Held(data); h != reserve.Size {
-		t.Fatalf("the reserve holds %d bytes", h)
+	if h, want := reserve.Held(data), reserveSize(t, data); h != want {
+		t.Fatalf("the reserve holds %d bytes, want %d", h, want)
 	}
 	filler, err := os.Create(filepath.Join(data, "filler"))
 	if err != nil {

@@ -30,7 +30,11 @@ func crashReserve(t *testing.T, c *crashEnv, point string) {
 	p := e.StartBinary()
 	storeSome(t, e, k.Token, 4, a)
 	p.Stop()
-	if reserve.Held(data) != reserve.Size {
+	size, err := reserve.Size(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reserve.Held(data) != size {
 		t.Fatalf("no reserve after a start with room: %d bytes", reserve.Held(data))
 	}
 	var victim string
@@ -50,7 +54,7 @@ func crashReserve(t *testing.T, c *crashEnv, point string) {
 		t.Fatal(err)
 	}
 	recoverAndCheck(t, e, k.Token, a)
-	if h := reserve.Held(data); h != reserve.Size {
+	if h := reserve.Held(data); h != size {
 		t.Fatalf("the start after the kill did not make the reserve again: %d bytes", h)
 	}
 	// The cut DELETE committed nothing, or all of it.

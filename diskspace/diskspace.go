@@ -30,6 +30,11 @@ const ReasonUnknown = "the free space of the data directory's disk cannot be rea
 // commits that free space.
 const ReasonNoReserve = "the data directory's disk has no room for its reserve (space.reserve), the room to delete with when it is full"
 
+// ReasonFull is the /health reason while the disk has less free space
+// than its reserve's size, whatever min_free says: a store there would
+// take the last room the catalog needs to commit a delete.
+const ReasonFull = "the data directory's disk is full: less free space than its reserve's size (space.reserve)"
+
 // Options say what a Monitor watches.
 type Options struct {
 	Dir        string  // the data directory
@@ -48,6 +53,7 @@ type Monitor struct {
 	low       atomic.Bool
 	unknown   atomic.Bool
 	noReserve atomic.Bool  // the reserve is missing and there is no room to make it
+	full      atomic.Bool  // less free than the reserve's size (ReasonFull)
 	checked   atomic.Int64 // unix nanos of the last measure
 
 	mu     sync.Mutex // one measure at a time; guards wasLow
@@ -88,14 +94,14 @@ func New(opt Options) *Monitor {
 }
 
 // Low reports whether stores must be refused, from a measure at most
-// maxAge old: the disk is below the line, or the reserve is missing and
+// maxAge old: the disk is below the line, the reserve is missing and
 // the disk has no room to make it again (stores would take the room it
-// is made from).
+// is made from), or the disk is full (ReasonFull).
 func (m *Monitor) Low() bool {
 	if m.opt.Now().UnixNano()-m.checked.Load() > int64(maxAge) {
 		m.measure()
 	}
-	return m.low.Load() || m.noReserve.Load()
+	return m.low.Load() || m.noReserve.Load() || m.full.Load()
 }
 
 // Refused counts a store refused for space.
@@ -113,6 +119,9 @@ func (m *Monitor) Reasons() []string {
 	}
 	if m.noReserve.Load() {
 		reasons = append(reasons, ReasonNoReserve)
+	}
+	if len(reasons) == 0 && m.full.Load() {
+		reasons = append(reasons, ReasonFull)
 	}
 	return reasons
 }
@@ -179,7 +188,9 @@ func (m *Monitor) measure() {
 	}
 	m.unknown.Store(false)
 	// A reserve made needs room for it twice over (reserve.Make).
-	m.noReserve.Store(!reserve.Whole(m.opt.Dir) && free < 2*uint64(reserve.SizeFor(total)))
+	size := uint64(reserve.SizeFor(total))
+	m.noReserve.Store(!reserve.Whole(m.opt.Dir) && free < 2*size)
+	m.full.Store(free < size)
 	line := m.lineOf(total)
 	low := free < line
 	if m.wasLow && !low && free < line+margin(line) {

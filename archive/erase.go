@@ -67,7 +67,18 @@ func (e *ErasePending) Unwrap() error { return e.Err }
 func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, error) {
 	cr := catalog.EraseRequest{ID: ids.NewV7(a.now()), Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label,
 		UUIDs: r.UUIDs, Limit: MaxErasure}
-	if r.Kind != "uuids" {
+	if r.Kind == "uuids" {
+		if len(r.UUIDs) > MaxErasure {
+			return catalog.Erasure{}, &catalog.TooManyError{Matched: len(r.UUIDs), Limit: MaxErasure}
+		}
+		// What the tenant holds is read as the erasure starts: a uuid it
+		// holds nothing of is counted, never written (docs/erasure.md).
+		known, err := a.Cat.Known(ctx, r.Tenant, r.UUIDs)
+		if err != nil {
+			return catalog.Erasure{}, err
+		}
+		cr.UUIDs, cr.NotFound = known, len(r.UUIDs)-len(known)
+	} else {
 		t, ok := search.Query(a.Key.IndexKey(r.Tenant), r.Kind, r.Value)
 		if !ok {
 			return catalog.Erasure{}, ErrEraseNothing

@@ -5,7 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/vcon-server/vcon-server/ids"
 )
@@ -38,10 +41,11 @@ func (tx *Tx) BeginErasure(r EraseRequest) (Erasure, error) {
 		uuids = append(uuids, u)
 	}
 	slices.SortFunc(uuids, func(a, b ids.ID) int { return bytes.Compare(a[:], b[:]) })
-	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable); err != nil {
+	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable, not_found) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable, r.NotFound); err != nil {
 		return e, err
 	}
+	e.NotFound = r.NotFound
 	for n := 0; n*EraseBatch < len(uuids); n++ {
 		var b []byte
 		for _, u := range uuids[n*EraseBatch : min((n+1)*EraseBatch, len(uuids))] {
@@ -68,8 +72,8 @@ func (tx *Tx) BeginErasure(r EraseRequest) (Erasure, error) {
 func (tx *Tx) eraseMatches(r EraseRequest) (map[ids.ID][]ids.ID, error) {
 	matched := map[ids.ID][]ids.ID{}
 	if r.Token == nil {
-		if len(r.UUIDs) > r.Limit {
-			return nil, &TooManyError{Matched: len(r.UUIDs), Limit: r.Limit}
+		if len(r.UUIDs)+r.NotFound > r.Limit {
+			return nil, &TooManyError{Matched: len(r.UUIDs) + r.NotFound, Limit: r.Limit}
 		}
 		for _, u := range r.UUIDs {
 			matched[u] = nil
@@ -200,17 +204,22 @@ func todoEntries(b []byte, byUUID bool) ([]ids.ID, map[ids.ID]map[ids.ID]bool) {
 
 // RunErasure takes the batches of an erasure that wait, one transaction
 // each, and returns the versions whose key they destroyed. between runs
-// after each batch that leaves another.
+// after each batch that leaves another. The erasures running at once take
+// turns: a commit of the writer holds one batch at most, whatever else it
+// holds, so a store waits for one batch at most however many erasures
+// run.
 func (c *Catalog) RunErasure(ctx context.Context, id ids.ID, between func()) ([]Version, error) {
 	var all []Version
 	for {
 		var more bool
 		var took []Version
+		done := c.EraseTurn()
 		err := c.Update(ctx, func(tx *Tx) error {
 			var err error
 			more, took, err = tx.EraseBatch(id)
 			return err
 		})
+		done()
 		if err != nil {
 			return all, err
 		}
@@ -222,4 +231,50 @@ func (c *Catalog) RunErasure(ctx context.Context, id ids.ID, between func()) ([]
 			between()
 		}
 	}
+}
+
+// EraseTurn waits for the erasures' turn and returns its end. The steps
+// of an erasure that keep a core or the writer busy for a while (reading
+// its uuids, looking them up, each batch) take turns across every erasure
+// of the process, so that however many run at once they keep one core
+// and one batch of the writer at most, and every other request finds the
+// rest.
+func (c *Catalog) EraseTurn() func() {
+	c.eraseTurn.Lock()
+	return c.eraseTurn.Unlock
+}
+
+// knownChunk is how many uuids one query of Known looks up.
+const knownChunk = 500
+
+// Known returns the uuids of uuids the tenant holds something of (a vCon
+// or a hold), in their order, reading outside any write: a uuids erasure
+// leaves the others out before its first transaction, so that uuids the
+// tenant never stored cost the writer nothing but their count.
+func (c *Catalog) Known(ctx context.Context, tenant ids.ID, uuids []ids.ID) ([]ids.ID, error) {
+	defer c.EraseTurn()()
+	known := map[ids.ID]bool{}
+	for i := 0; i < len(uuids); i += knownChunk {
+		runtime.Gosched() // a request that became ready meanwhile goes first
+		chunk := uuids[i:min(i+knownChunk, len(uuids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, tenant[:])
+		for _, u := range chunk {
+			args = append(args, u[:])
+		}
+		got, err := c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND uuid IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: look the uuids up: %w", err)
+		}
+		for _, u := range got {
+			known[u] = true
+		}
+	}
+	out := make([]ids.ID, 0, len(known))
+	for _, u := range uuids {
+		if known[u] {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }

@@ -52,7 +52,7 @@ type Erasure struct {
 	NotFound     int    // uuids named that the tenant holds nothing of
 	Digest       string // of its lists, in its receipt when they hold more than 100 entries (ListsDigest)
 	Totals       ErasedTotals
-	Running      bool     // batches of it are still to take
+	Running      bool // batches of it are still to take
 }
 
 // ErasedTotals counts an erasure's rows: the vCons it took and their
@@ -80,6 +80,9 @@ type EraseRequest struct {
 	// read before the transaction (CountEncrypted): a party erasure says
 	// how many versions its filter could not reach.
 	Unsearchable int
+	// NotFound counts the uuids named that the tenant held nothing of,
+	// read before the transaction (Known), and left out of UUIDs.
+	NotFound int
 }
 
 // eraseOne takes what an erasure takes of one vCon: all of it when

@@ -52,7 +52,7 @@ func TestErasureAndReplica(t *testing.T) {
 	if len(wrapped) != 2 || holding == 0 {
 		t.Fatalf("%d keys, held by %d replica objects before the erasure: the test proves nothing", len(wrapped), holding)
 	}
-	r := e.Do("POST", "/erasures", token, []byte(`{"uuids":["`+gone+`"]}`))
+	r := e.Do("POST", "/erasures", token, []byte(`{"uuids":["`+gone+`"]}`), "Content-Type", "application/json")
 	if r.Status != 200 {
 		t.Fatalf("POST /erasures: %d %s", r.Status, r.Body)
 	}

@@ -65,7 +65,7 @@ func parseErase(b []byte) (archive.EraseRequest, string) {
 	var req archive.EraseRequest
 	var bad *vcon.InvalidError
 	if err := vcon.CheckObject(b, eraseMembers); errors.As(err, &bad) {
-		return req, "the body is " + bad.Reason + "; " + msgEraseBody
+		return req, bad.Reason + "; " + msgEraseBody
 	} else if err != nil {
 		return req, msgEraseBody
 	}

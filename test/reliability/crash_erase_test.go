@@ -3,8 +3,8 @@ package reliability
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"

@@ -108,15 +108,7 @@ func livePages(t *testing.T, c *Catalog) int64 {
 // its first batch and taken up again.
 func TestEraseNeverStored(t *testing.T) {
 	ctx := context.Background()
-	c, _, err := Create(ctx, t.TempDir(), []byte("check"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tenant, err := c.NewTenant(ctx, "acme", CLI)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tenant := withTenant(t, t.TempDir())
 	uuids := make([]ids.ID, 10000)
 	for i := range uuids {
 		uuids[i] = ids.NewRandom()

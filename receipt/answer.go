@@ -100,7 +100,7 @@ func compare(path string, got, want any) string {
 			return path + " is not a list, the receipt's is"
 		}
 		if len(g) != len(w) {
-			return fmt.Sprintf("%s has %d entries, the receipt's %d", path, len(g), len(w))
+			return fmt.Sprintf("%s has %s, the receipt's %d", path, entries(len(g)), len(w))
 		}
 		for i := range w {
 			if d := compare(fmt.Sprintf("%s[%d]", path, i), g[i], w[i]); d != "" {
@@ -115,6 +115,13 @@ func compare(path string, got, want any) string {
 		}
 	}
 	return ""
+}
+
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 func show(v any) string {

@@ -112,6 +112,14 @@ func TestKidThumbprint(t *testing.T) {
 			t.Errorf("%s: %v, want ErrKeySet naming the kid", name, err)
 		}
 	}
+	// A receipt that names its key by the made-up kid, signed by that key:
+	// everything holds but the kid.
+	enc := base64.RawURLEncoding.EncodeToString
+	input := enc([]byte(`{"alg":"EdDSA","kid":"made-up"}`)) + "." + strings.Split(jws, ".")[1]
+	madeUp := input + "." + enc(ed25519.Sign(key, []byte(input)))
+	if _, _, err := Verify(madeUp, Set{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: set.Keys[0].X, Kid: "made-up"}}}); !errors.Is(err, ErrKeySet) || !strings.Contains(err.Error(), `"made-up"`) {
+		t.Errorf("a receipt under a made-up kid: %v, want ErrKeySet naming the kid", err)
+	}
 	if _, err := ParseSet([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"` + set.Keys[0].X + `","kid":"made-up"}]}`)); !errors.Is(err, ErrKeySet) || !strings.Contains(err.Error(), `"made-up"`) {
 		t.Errorf("ParseSet of a made-up kid: %v", err)
 	}

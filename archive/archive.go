@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -55,6 +56,7 @@ type Archive struct {
 	Config
 	packer  *Packer      // nil without Parquet storage
 	flights purgeFlights // the purges being finished, by version
+	erasing sync.Map     // ids.ID → true: the erasures a call of this process runs (erase.go)
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

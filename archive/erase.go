@@ -58,15 +58,27 @@ func (e *ErasePending) Error() string {
 
 func (e *ErasePending) Unwrap() error { return e.Err }
 
-// Erase runs one erasure to its end (docs/FORMAT.md, "Erasure"): one
-// transaction takes the versions and destroys their keys whatever the
+// Erase runs one erasure to its end (docs/FORMAT.md, "Erasure"): a first
+// transaction records it and the batches it takes, each batch's
+// transaction hides its vCons and destroys their keys whatever the
 // retention, then each purge goes on as any purge does, and only once
 // none is left is the erasure recorded done, with its signed receipt.
 // Past the first transaction an error is an *ErasePending.
 func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, error) {
 	cr := catalog.EraseRequest{ID: ids.NewV7(a.now()), Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label,
 		UUIDs: r.UUIDs, Limit: MaxErasure}
-	if r.Kind != "uuids" {
+	if r.Kind == "uuids" {
+		if len(r.UUIDs) > MaxErasure {
+			return catalog.Erasure{}, &catalog.TooManyError{Matched: len(r.UUIDs), Limit: MaxErasure}
+		}
+		// What the tenant holds is read as the erasure starts: a uuid it
+		// holds nothing of is counted, never written (docs/erasure.md).
+		known, err := a.Cat.Known(ctx, r.Tenant, r.UUIDs)
+		if err != nil {
+			return catalog.Erasure{}, err
+		}
+		cr.UUIDs, cr.NotFound = known, len(r.UUIDs)-len(known)
+	} else {
 		t, ok := search.Query(a.Key.IndexKey(r.Tenant), r.Kind, r.Value)
 		if !ok {
 			return catalog.Erasure{}, ErrEraseNothing
@@ -79,14 +91,20 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 		cr.Unsearchable = n
 	}
 	var e catalog.Erasure
-	var destroyed []catalog.Version
 	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
-		e, destroyed, err = tx.Erase(cr)
+		e, err = tx.BeginErasure(cr)
 		return err
 	})
 	if err != nil {
 		return e, err
+	}
+	// The sweep leaves this erasure's batches to this call.
+	a.erasing.Store(e.ID, true)
+	defer a.erasing.Delete(e.ID)
+	destroyed, err := a.Cat.RunErasure(ctx, e.ID, func() { crashpoint.Hit(crashpoint.EraseAfterBatch) })
+	if err != nil {
+		return e, a.erasePending(ctx, e.ID, err)
 	}
 	crashpoint.Hit(crashpoint.EraseAfterKeys)
 	if len(destroyed) > 0 {
@@ -97,8 +115,10 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 	return a.finishErasure(ctx, e.Tenant, e.ID)
 }
 
-// FinishErasures finishes every erasure not recorded done: the sweep's
-// and the start's, after they finished the purges a crash left.
+// FinishErasures finishes every erasure not recorded done that no call
+// of this process is running: the sweep's and the start's, after they
+// finished the purges a crash left. An erasure a crash cut between two
+// batches takes the batches left first.
 func (a *Archive) FinishErasures(ctx context.Context) error {
 	running, err := a.Cat.RunningErasures(ctx)
 	if err != nil {
@@ -106,7 +126,15 @@ func (a *Archive) FinishErasures(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range running {
+		if _, ok := a.erasing.Load(id); ok {
+			continue
+		}
 		tenant, err := a.Cat.ErasureTenant(ctx, id)
+		if err == nil {
+			if _, err = a.Cat.RunErasure(ctx, id, nil); err != nil {
+				err = a.erasePending(ctx, id, err)
+			}
+		}
 		if err == nil {
 			_, err = a.finishErasure(ctx, tenant, id)
 		}
@@ -151,16 +179,24 @@ func (a *Archive) finishErasure(ctx context.Context, tenant, id ids.ID) (catalog
 	if err != nil {
 		return e, a.erasePending(ctx, id, err)
 	}
+	items, err := a.erasedAll(ctx, id)
+	if err != nil {
+		return e, a.erasePending(ctx, id, err)
+	}
 	done := a.now().UTC()
-	p := Receipt(e, done)
+	p := Receipt(e, items, done)
 	jws, err := receipt.Sign(key, p)
 	if err != nil {
 		return e, a.erasePending(ctx, id, err)
 	}
+	var digest string
+	if p.Digest != nil {
+		digest = p.Digest.SHA256
+	}
 	var finished bool
 	err = a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
-		finished, err = tx.FinishErasure(id, done, jws, eraseRecord(e), tenant)
+		finished, err = tx.FinishErasure(id, done, jws, digest, eraseRecord(e), tenant)
 		if err == nil && finished {
 			err = erasureCompleted(tx, e)
 		}
@@ -201,33 +237,61 @@ func (a *Archive) erasePending(ctx context.Context, id ids.ID, err error) error 
 // eraseRecord is the audit record of a finished erasure: its counts, and
 // that it overrode the retention; never the filter's value.
 func eraseRecord(e catalog.Erasure) catalog.Record {
-	vcons, versions, held := 0, 0, 0
-	for _, it := range e.Items {
-		if it.Held {
-			held++
-			continue
-		}
-		vcons++
-		versions += it.Versions
-	}
 	return catalog.Record{Actor: e.Actor, Label: e.Label, Action: "erase", Status: 200,
-		Target: fmt.Sprintf("erasure=%s filter=%s vcons=%d versions=%d held=%d unsearchable=%d retention=overridden",
-			e.ID, e.Kind, vcons, versions, held, e.Unsearchable)}
+		Target: fmt.Sprintf("erasure=%s filter=%s vcons=%d versions=%d held=%d not_found=%d unsearchable=%d retention=overridden",
+			e.ID, e.Kind, e.Totals.Vcons, e.Totals.Versions, e.Totals.Held, e.NotFound, e.Unsearchable)}
 }
 
-// Receipt is the payload of an erasure's receipt, done at done.
-func Receipt(e catalog.Erasure, done time.Time) receipt.Payload {
+// ErasedPageSize is how many uuids (erased and held together) one answer
+// of an erasure lists (docs/erasure.md, "Large erasures").
+const ErasedPageSize = 1000
+
+// erasedAll reads every uuid of an erasure, a page at a time.
+func (a *Archive) erasedAll(ctx context.Context, id ids.ID) ([]catalog.Erased, error) {
+	var all []catalog.Erased
+	var after *ids.ID
+	for {
+		page, more, err := a.Cat.ErasedPage(ctx, id, after, ErasedPageSize)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if !more {
+			return all, nil
+		}
+		after = &page[len(page)-1].UUID
+	}
+}
+
+// Receipt is the payload of an erasure's receipt, done at done, from
+// every uuid it took or found held: the lists themselves, or past
+// receipt.MaxListed entries their digest.
+func Receipt(e catalog.Erasure, items []catalog.Erased, done time.Time) receipt.Payload {
 	p := receipt.Payload{Erasure: e.ID.String(), Tenant: e.Tenant.String(), Filter: e.Kind,
 		RequestedAt: e.RequestedAt.UTC().Format(time.RFC3339Nano), DoneAt: done.UTC().Format(time.RFC3339Nano),
-		Erased: []receipt.Item{}, Held: []string{}, Unsearchable: e.Unsearchable}
-	for _, it := range e.Items {
-		if it.Held {
-			p.Held = append(p.Held, it.UUID.String())
-		} else {
-			p.Erased = append(p.Erased, receipt.Item{UUID: it.UUID.String(), Versions: it.Versions, Whole: it.Whole})
-		}
+		NotFound: e.NotFound, Unsearchable: e.Unsearchable}
+	erased, held := Lists(items)
+	if len(erased)+len(held) > receipt.MaxListed {
+		d := receipt.ListsDigest(erased, held)
+		p.Digest = &d
+	} else {
+		p.Erased, p.Held = erased, held
 	}
 	return p
+}
+
+// Lists are an erasure's uuids as its answer and its receipt list them:
+// those it took, and those it found held; both in uuid order, never nil.
+func Lists(items []catalog.Erased) ([]receipt.Item, []string) {
+	erased, held := []receipt.Item{}, []string{}
+	for _, it := range items {
+		if it.Held {
+			held = append(held, it.UUID.String())
+		} else {
+			erased = append(erased, receipt.Item{UUID: it.UUID.String(), Versions: it.Versions, Whole: it.Whole})
+		}
+	}
+	return erased, held
 }
 
 // signingKey opens the newest receipt signing key.

@@ -54,6 +54,7 @@ type Catalog struct {
 	checkpointed uint64        // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
 	stmts        stmts         // the hot queries, prepared (stmts.go)
 	noteSyncs    atomic.Uint64 // fsyncs of the log made for notes (writer.go)
+	eraseTurn    sync.Mutex    // one erasure batch in the writer at a time (erasebatch.go)
 	// Now is the clock of every recorded time; tests replace it.
 	Now func() time.Time
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -50,8 +49,15 @@ type Erasure struct {
 	DoneAt       *time.Time
 	Error        string // why its purges wait, while not done
 	Receipt      string
-	Items        []Erased // in uuid order
+	NotFound     int    // uuids named that the tenant holds nothing of
+	Digest       string // of its lists, in its receipt when they hold more than 100 entries (ListsDigest)
+	Totals       ErasedTotals
+	Running      bool // batches of it are still to take
 }
+
+// ErasedTotals counts an erasure's rows: the vCons it took and their
+// versions, and the held ones it left.
+type ErasedTotals struct{ Vcons, Versions, Held int }
 
 // Erased is one uuid an erasure took, or found held.
 type Erased struct {
@@ -74,117 +80,27 @@ type EraseRequest struct {
 	// read before the transaction (CountEncrypted): a party erasure says
 	// how many versions its filter could not reach.
 	Unsearchable int
-}
-
-// Erase is an erasure's first step, in one transaction: choose the
-// versions, hide the vCons taken whole, destroy the keys of every version
-// taken whatever the retention (a hold still wins: a held vCon is listed
-// and left as it is), count the purge, and record the erasure and its
-// uuids. It returns the erasure and the versions whose key it destroyed.
-func (tx *Tx) Erase(r EraseRequest) (Erasure, []Version, error) {
-	e := Erasure{ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label, RequestedAt: tx.now, Unsearchable: r.Unsearchable}
-	matched := map[ids.ID]map[ids.ID]bool{} // uuid → versions holding the token
-	if r.Token != nil {
-		t, err := tx.Tenant(r.Tenant)
-		if err != nil {
-			return e, nil, err
-		}
-		if t.Search == SearchOff {
-			return e, nil, ErrSearchOff
-		}
-		if !tx.searchBuilt(r.Tenant) {
-			return e, nil, ErrIndexIncomplete
-		}
-		rows, err := tx.query(`SELECT uuid, version FROM search_tokens WHERE tenant = ? AND token = ? ORDER BY uuid`, r.Tenant[:], r.Token[:])
-		if err != nil {
-			return e, nil, err
-		}
-		for rows.Next() {
-			var u, v []byte
-			if err := rows.Scan(&u, &v); err != nil {
-				rows.Close()
-				return e, nil, err
-			}
-			uuid, version := ids.ID(u), ids.ID(v)
-			if matched[uuid] == nil {
-				if len(matched) == r.Limit {
-					rows.Close()
-					return e, nil, &TooManyError{Matched: r.Limit + 1, Limit: r.Limit}
-				}
-				matched[uuid] = map[ids.ID]bool{}
-			}
-			matched[uuid][version] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return e, nil, err
-		}
-	} else {
-		for _, u := range r.UUIDs {
-			matched[u] = nil // the whole vCon
-		}
-	}
-	if len(matched) > r.Limit {
-		return e, nil, &TooManyError{Matched: len(matched), Limit: r.Limit}
-	}
-	uuids := make([]ids.ID, 0, len(matched))
-	for u := range matched {
-		uuids = append(uuids, u)
-	}
-	sort.Slice(uuids, func(i, j int) bool { return string(uuids[i][:]) < string(uuids[j][:]) })
-	var destroyed []Version
-	for _, u := range uuids {
-		item, took, err := tx.eraseOne(r.Tenant, u, matched[u], r.Token == nil)
-		if err != nil {
-			return e, nil, err
-		}
-		if item == nil {
-			continue
-		}
-		e.Items = append(e.Items, *item)
-		destroyed = append(destroyed, took...)
-	}
-	if len(destroyed) > 0 {
-		if _, err := tx.CountPurge(); err != nil {
-			return e, nil, err
-		}
-	}
-	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable); err != nil {
-		return e, nil, err
-	}
-	for _, it := range e.Items {
-		if _, err := tx.exec(`INSERT INTO erased(erasure, tenant, uuid, versions, whole, held) VALUES (?, ?, ?, ?, ?, ?)`,
-			e.ID[:], e.Tenant[:], it.UUID[:], it.Versions, it.Whole, it.Held); err != nil {
-			return e, nil, err
-		}
-	}
-	for _, v := range destroyed {
-		// Each purge is in the tenant's log as a sweep's is, labelled
-		// with what overrode the retention.
-		if err := tx.Audit(v.Tenant, Record{Actor: e.Actor, Label: "erasure", Action: "purge", Target: v.UUID.String(), Status: 200}); err != nil {
-			return e, nil, err
-		}
-	}
-	return e, destroyed, nil
+	// NotFound counts the uuids named that the tenant held nothing of,
+	// read before the transaction (Known), and left out of UUIDs.
+	NotFound int
 }
 
 // eraseOne takes what an erasure takes of one vCon: all of it when
 // matched is nil (a uuids erasure), when its current version is matched,
 // or when it has none and every kept version is matched; else the matched
-// versions only, which are hidden ones. It returns nil for a vCon a
-// party erasure finds nothing of.
+// versions only, which are hidden ones. It returns nil for a uuid the
+// tenant holds nothing of, and for a vCon a party erasure finds nothing
+// of.
 func (tx *Tx) eraseOne(tenant, uuid ids.ID, matched map[ids.ID]bool, byUUID bool) (*Erased, []Version, error) {
 	item := &Erased{UUID: uuid}
 	var cur []byte
 	var held bool
 	err := tx.queryRow(`SELECT current, held FROM vcons WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]).Scan(&cur, &held)
 	if errors.Is(err, sql.ErrNoRows) {
-		if !byUUID {
-			return nil, nil, nil
-		}
-		item.Whole = true // nothing stored: a later store is refused all the same
-		return item, nil, nil
+		// Nothing of it is held: a uuids erasure counts it in not_found,
+		// and records nothing of it, so a later store is not refused
+		// (docs/erasure.md).
+		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
@@ -305,37 +221,66 @@ func (c *Catalog) RunningErasures(ctx context.Context) ([]ids.ID, error) {
 	return c.idList(ctx, `SELECT id FROM erasures INDEXED BY erasures_running WHERE done_at IS NULL ORDER BY id`)
 }
 
-// Erasure reads one erasure of a tenant with its uuids; ErrNotFound when
-// the tenant has none of that id.
+// Erasure reads one erasure of a tenant with its totals, not its uuids
+// (ErasedPage pages them); ErrNotFound when the tenant has none of that
+// id.
 func (c *Catalog) Erasure(ctx context.Context, tenant, id ids.ID) (Erasure, error) {
 	e := Erasure{ID: id, Tenant: tenant}
 	var req int64
 	var done sql.NullInt64
-	var errText, receipt sql.NullString
-	err := c.db.QueryRowContext(ctx, `SELECT kind, actor, label, requested_at, unsearchable, done_at, error, receipt
-		FROM erasures WHERE id = ? AND tenant = ?`, id[:], tenant[:]).Scan(&e.Kind, &e.Actor, &e.Label, &req, &e.Unsearchable, &done, &errText, &receipt)
+	var errText, receipt, digest sql.NullString
+	err := c.db.QueryRowContext(ctx, `SELECT kind, actor, label, requested_at, unsearchable, done_at, error, receipt, not_found, digest,
+			EXISTS (SELECT 1 FROM erase_todo WHERE erasure = erasures.id)
+		FROM erasures WHERE id = ? AND tenant = ?`, id[:], tenant[:]).Scan(&e.Kind, &e.Actor, &e.Label, &req, &e.Unsearchable, &done, &errText, &receipt,
+		&e.NotFound, &digest, &e.Running)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrNotFound
 	}
 	if err != nil {
 		return e, fmt.Errorf("catalog: read erasure: %w", err)
 	}
-	e.RequestedAt, e.DoneAt, e.Error, e.Receipt = fromNanos(req), nullTime(done), errText.String, receipt.String
-	rows, err := c.db.QueryContext(ctx, `SELECT uuid, versions, whole, held FROM erased WHERE erasure = ? ORDER BY uuid`, id[:])
+	e.RequestedAt, e.DoneAt, e.Error, e.Receipt, e.Digest = fromNanos(req), nullTime(done), errText.String, receipt.String, digest.String
+	err = c.db.QueryRowContext(ctx, `SELECT count(*) - coalesce(sum(held), 0), coalesce(sum(versions * (1 - held)), 0), coalesce(sum(held), 0) FROM erased WHERE erasure = ?`, id[:]).
+		Scan(&e.Totals.Vcons, &e.Totals.Versions, &e.Totals.Held)
 	if err != nil {
 		return e, fmt.Errorf("catalog: read erasure: %w", err)
+	}
+	return e, nil
+}
+
+// The pages of an erasure's uuids (ErasedPage), by its primary key.
+const (
+	qErasedFirst = `SELECT uuid, versions, whole, held FROM erased WHERE erasure = ? ORDER BY uuid LIMIT ?`
+	qErasedAfter = `SELECT uuid, versions, whole, held FROM erased WHERE erasure = ? AND uuid > ? ORDER BY uuid LIMIT ?`
+)
+
+// ErasedPage reads at most limit of an erasure's uuids after the uuid
+// after (nil: from the first), in uuid order; more says whether any
+// follow. An erasure's rows change no more once its batches are taken,
+// so a page asked again is the same page.
+func (c *Catalog) ErasedPage(ctx context.Context, id ids.ID, after *ids.ID, limit int) (items []Erased, more bool, err error) {
+	q, args := qErasedFirst, []any{id[:], limit + 1}
+	if after != nil {
+		q, args = qErasedAfter, []any{id[:], after[:], limit + 1}
+	}
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("catalog: read erasure: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var it Erased
 		var u []byte
 		if err := rows.Scan(&u, &it.Versions, &it.Whole, &it.Held); err != nil {
-			return e, err
+			return nil, false, err
 		}
 		it.UUID = ids.ID(u)
-		e.Items = append(e.Items, it)
+		items = append(items, it)
 	}
-	return e, rows.Err()
+	if len(items) > limit {
+		return items[:limit], true, rows.Err()
+	}
+	return items, false, rows.Err()
 }
 
 // ErasureTenant is the tenant of an erasure, for one the caller knows by
@@ -349,13 +294,16 @@ func (c *Catalog) ErasureTenant(ctx context.Context, id ids.ID) (ids.ID, error) 
 	return ids.ID(b), err
 }
 
-// FinishErasure records an erasure done with its receipt, and the audit
-// record that counts it, once no version it took is left; false when it
-// was recorded done already, or a version still waits.
-func (tx *Tx) FinishErasure(id ids.ID, doneAt time.Time, receipt string, audit Record, tenant ids.ID) (bool, error) {
-	res, err := tx.exec(`UPDATE erasures SET done_at = ?, receipt = ?, error = NULL WHERE id = ? AND done_at IS NULL
+// FinishErasure records an erasure done with its receipt (and the digest
+// of its lists, "" when the receipt lists them), and the audit record
+// that counts it, once no batch of it waits and no version it took is
+// left; false when it was recorded done already, or something still
+// waits.
+func (tx *Tx) FinishErasure(id ids.ID, doneAt time.Time, receipt, digest string, audit Record, tenant ids.ID) (bool, error) {
+	res, err := tx.exec(`UPDATE erasures SET done_at = ?, receipt = ?, digest = ?, error = NULL WHERE id = ? AND done_at IS NULL
+		AND NOT EXISTS (SELECT 1 FROM erase_todo WHERE erasure = ?)
 		AND NOT EXISTS (SELECT 1 FROM erased e CROSS JOIN versions v INDEXED BY versions_by_uuid ON v.tenant = e.tenant AND v.uuid = e.uuid
-			WHERE e.erasure = ? AND e.held = 0 AND v.purge = ?)`, nanos(doneAt), receipt, id[:], id[:], KeyDestroyed)
+			WHERE e.erasure = ? AND e.held = 0 AND v.purge = ?)`, nanos(doneAt), receipt, nullString(digest), id[:], id[:], id[:], KeyDestroyed)
 	if err != nil {
 		return false, err
 	}

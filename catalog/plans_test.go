@@ -63,6 +63,12 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH admin_log USING INDEX admin_log_by_time (at>? AND at<?)"},
 		{"qNewest", qNewest, []any{t},
 			"SEARCH versions USING COVERING INDEX versions_by_tenant (tenant=?)"},
+		{"qErasedFirst", qErasedFirst, []any{mid, 1001},
+			"SEARCH erased USING PRIMARY KEY (erasure=?)"},
+		{"qErasedAfter", qErasedAfter, []any{mid, f.midUUID[:], 1001},
+			"SEARCH erased USING PRIMARY KEY (erasure=? AND uuid>?)"},
+		{"qNextBatch", qNextBatch, []any{mid},
+			"SEARCH erase_todo USING INDEX sqlite_autoindex_erase_todo_1 (erasure=?)"},
 		{"qDueEvents", qDueEvents, []any{nanos(f.now), 64},
 			"SEARCH e USING INDEX webhook_events_due (failed=? AND next_at<?)"},
 	}

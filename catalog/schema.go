@@ -244,4 +244,22 @@ CREATE INDEX erased_whole ON erased (tenant, uuid) WHERE whole = 1;
 	`
 DROP TRIGGER IF EXISTS webhook_version_erased;
 `,
+
+	// 8: an erasure is small and works in batches (docs/erasure.md,
+	// docs/FORMAT.md "Erasure"): a uuid the tenant does not hold is
+	// counted (not_found), not listed; the receipt of an erasure that
+	// lists more than 100 uuids carries the digest of its lists; the
+	// uuids still to take wait in erase_todo, one row per batch, each
+	// deleted by the transaction that takes it, so that a start finishes
+	// an erasure a crash cut between two batches.
+	`
+ALTER TABLE erasures ADD COLUMN not_found INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE erasures ADD COLUMN digest TEXT;
+CREATE TABLE erase_todo (
+	erasure BLOB NOT NULL REFERENCES erasures(id),
+	batch   INTEGER NOT NULL,
+	entries BLOB NOT NULL,
+	PRIMARY KEY (erasure, batch)
+);
+`,
 }

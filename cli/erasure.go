@@ -73,10 +73,13 @@ func verifyReceipt(e *env, file, jwks string) error {
 	if err != nil {
 		return err
 	}
-	versions := 0
+	vcons, versions, held := len(p.Erased), 0, len(p.Held)
 	for _, it := range p.Erased {
 		versions += it.Versions
 	}
+	if d := p.Digest; d != nil { // the lists' digest stands for them
+		vcons, versions, held = d.Erased, d.Versions, d.Held
+	}
 	return e.emit(map[string]any{"valid": true, "kid": kid, "erasure": p.Erasure, "tenant": p.Tenant, "filter": p.Filter,
-		"requested_at": p.RequestedAt, "done_at": p.DoneAt, "vcons": len(p.Erased), "versions": versions, "held": len(p.Held)})
+		"requested_at": p.RequestedAt, "done_at": p.DoneAt, "vcons": vcons, "versions": versions, "held": held, "not_found": p.NotFound})
 }

@@ -19,15 +19,19 @@ import (
 
 // Payload is what a receipt says: the erasure, its tenant, when it was
 // asked and done, the kind of its filter (tel, mailto, name or uuids:
-// never the value), and what it erased or found held.
+// never the value), what it erased or found held (or, past MaxListed
+// entries, the digest of those lists), and how many uuids it named that
+// the tenant held nothing of.
 type Payload struct {
 	Erasure      string   `json:"erasure"`
 	Tenant       string   `json:"tenant"`
 	RequestedAt  string   `json:"requested_at"`
 	DoneAt       string   `json:"done_at"`
 	Filter       string   `json:"filter"`
-	Erased       []Item   `json:"erased"`
-	Held         []string `json:"held"`
+	Erased       []Item   `json:"erased,omitzero"` // nil when Digest stands for the lists
+	Held         []string `json:"held,omitzero"`
+	Digest       *Digest  `json:"digest,omitempty"`
+	NotFound     int      `json:"not_found"`
 	Unsearchable int      `json:"unsearchable"`
 }
 

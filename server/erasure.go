@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/receipt"
+	"github.com/vcon-server/vcon-server/vcon"
 )
 
 // Erasures for a data subject (docs/erasure.md): POST /erasures runs one
@@ -34,6 +37,12 @@ func msgEraseTooMany(e *catalog.TooManyError) string {
 		strconv.Itoa(e.Limit) + " at a time, then send this filter again for the rest"
 }
 
+const (
+	msgEraseType = "send the erasure as JSON, with Content-Type: application/json; nothing was changed"
+	msgEraseRate = "this tenant's erasures named more uuids in the last minute than it may (docs/erasure.md, \"Large erasures\"); nothing was changed: send it again after the seconds Retry-After says"
+	msgEraseNext = "after is not a uuid: take the next of an earlier answer as it is"
+)
+
 // maxEraseBody bounds a POST /erasures body: 10,000 uuids of 36
 // characters each, quoted, with room to spare.
 const maxEraseBody = 1 << 20
@@ -46,20 +55,24 @@ type eraseBody struct {
 	UUIDs  []string `json:"uuids"`
 }
 
-// parseErase reads the request, or says what is wrong with it.
-func parseErase(r io.Reader) (archive.EraseRequest, string) {
+// eraseMembers are eraseBody's members, each refused twice in a body.
+var eraseMembers = []string{"tel", "mailto", "name", "uuids"}
+
+// parseErase reads the request, or says what is wrong with it: one JSON
+// object and nothing after it, no member twice (the scanner that reads
+// a vCon checks both), then exactly one filter.
+func parseErase(b []byte) (archive.EraseRequest, string) {
 	var req archive.EraseRequest
-	b, err := io.ReadAll(io.LimitReader(r, maxEraseBody+1))
-	if err != nil {
-		return req, "the body could not be read: " + err.Error()
-	}
-	if len(b) > maxEraseBody {
-		return req, "the body is larger than 1 MiB; " + msgEraseBody
+	var bad *vcon.InvalidError
+	if err := vcon.CheckObject(b, eraseMembers); errors.As(err, &bad) {
+		return req, bad.Reason + "; " + msgEraseBody
+	} else if err != nil {
+		return req, msgEraseBody
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	var body eraseBody
-	if err := d.Decode(&body); err != nil || d.More() {
+	if err := d.Decode(&body); err != nil {
 		return req, msgEraseBody
 	}
 	n := 0
@@ -96,63 +109,128 @@ func parseErase(r io.Reader) (archive.EraseRequest, string) {
 	return req, ""
 }
 
-// erasureJSON is the answer of POST /erasures and GET /erasures/{id}.
-// state is "done" with the receipt, or "pending" (receipt null, error
-// saying why) while the purges wait for the sweep.
-type erasureJSON struct {
-	Erasure      string         `json:"erasure"`
-	State        string         `json:"state"`
-	Erased       []receipt.Item `json:"erased"`
-	Held         []string       `json:"held"`
-	Unsearchable int            `json:"unsearchable"`
-	Receipt      *string        `json:"receipt"`
-	Error        string         `json:"error,omitempty"`
+// jsonBody reports whether r says its body is JSON.
+func jsonBody(r *http.Request) bool {
+	t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && t == "application/json"
 }
 
-func erasureView(e catalog.Erasure) erasureJSON {
-	p := archive.Receipt(e, e.RequestedAt)
-	j := erasureJSON{Erasure: p.Erasure, State: "pending", Erased: p.Erased, Held: p.Held, Unsearchable: p.Unsearchable, Error: e.Error}
+// erasureJSON is the answer of POST /erasures and GET /erasures/{id}:
+// one page of the uuids the erasure took (erased) or found held, with
+// next naming the following page (null on the last). state is "done"
+// with the receipt, and the digest of every page's lists once they hold
+// more than 100 entries, or "pending" (receipt null, error saying why)
+// while its batches or purges wait.
+type erasureJSON struct {
+	Erasure      string          `json:"erasure"`
+	State        string          `json:"state"`
+	Erased       []receipt.Item  `json:"erased"`
+	Held         []string        `json:"held"`
+	NotFound     int             `json:"not_found"`
+	Unsearchable int             `json:"unsearchable"`
+	Digest       *receipt.Digest `json:"digest,omitempty"`
+	Next         *string         `json:"next"`
+	Receipt      *string         `json:"receipt"`
+	Error        string          `json:"error,omitempty"`
+}
+
+// erasureView is the page of e after the uuid after (nil: the first).
+func (s *Server) erasureView(ctx context.Context, e catalog.Erasure, after *ids.ID) (erasureJSON, error) {
+	page, more, err := s.Cat.ErasedPage(ctx, e.ID, after, archive.ErasedPageSize)
+	if err != nil {
+		return erasureJSON{}, err
+	}
+	erased, held := archive.Lists(page)
+	j := erasureJSON{Erasure: e.ID.String(), State: "pending", Erased: erased, Held: held, NotFound: e.NotFound,
+		Unsearchable: e.Unsearchable, Error: e.Error}
+	if more {
+		next := "/erasures/" + e.ID.String() + "?after=" + page[len(page)-1].UUID.String()
+		j.Next = &next
+	}
 	if e.DoneAt != nil {
 		j.State, j.Receipt, j.Error = "done", &e.Receipt, ""
-	}
-	return j
-}
-
-// erase serves POST /erasures.
-func (s *Server) erase(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
-	req, msg := parseErase(r.Body)
-	if msg != "" {
-		return s.fail(w, r, http.StatusBadRequest, msg), ""
-	}
-	req.Tenant, req.Actor, req.Label = *k.Tenant, actor(k), k.Label
-	// A client that goes away does not stop the erasure half way: it
-	// runs to its end, and GET /erasures/{id} answers it (docs/erasure.md).
-	e, err := s.Archive.Erase(context.WithoutCancel(r.Context()), req)
-	var pending *archive.ErasePending
-	if errors.As(err, &pending) {
-		// Nothing it took can be read any more; its bytes are not all
-		// gone. The answer says so, with the id to ask again by.
-		status := http.StatusInternalServerError
-		if pending.Replica {
-			status = http.StatusServiceUnavailable
+		if e.Digest != "" {
+			j.Digest = &receipt.Digest{SHA256: e.Digest, Erased: e.Totals.Vcons, Versions: e.Totals.Versions, Held: e.Totals.Held}
 		}
-		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
-		w.Header().Set("Location", "/erasures/"+pending.ID.String())
-		writeError(w, status, "erasure "+pending.ID.String()+" destroyed the keys of everything it took, so none of it can be read, but not every purge is done yet; the purge sweep finishes them, and GET /erasures/"+pending.ID.String()+" answers with the receipt once it is done")
-		return status, "erasure=" + pending.ID.String()
 	}
-	if err != nil {
-		return s.failErr(w, r, err), ""
-	}
-	writeJSON(w, http.StatusOK, erasureView(e))
-	return http.StatusOK, "erasure=" + e.ID.String()
+	return j, nil
 }
 
-// erasure serves GET /erasures/{id}.
+// erase serves POST /erasures, within the tenants' budgets.
+func (s *Server) erase(budget *eraseBudget) func(http.ResponseWriter, *http.Request, catalog.Key) (int, string) {
+	return func(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
+		if !jsonBody(r) {
+			return s.fail(w, r, http.StatusUnsupportedMediaType, msgEraseType), ""
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxEraseBody+1))
+		if err != nil {
+			return s.fail(w, r, http.StatusBadRequest, "the body could not be read: "+err.Error()), ""
+		}
+		if len(b) > maxEraseBody {
+			return s.fail(w, r, http.StatusBadRequest, "the body is larger than 1 MiB; "+msgEraseBody), ""
+		}
+		// Parsing 10,000 uuids keeps a core busy for a while: it takes
+		// its turn with the erasures' other such steps, leaving the other
+		// cores to every other request.
+		done := s.Cat.EraseTurn()
+		req, msg := parseErase(b)
+		done()
+		if msg != "" {
+			return s.fail(w, r, http.StatusBadRequest, msg), ""
+		}
+		req.Tenant, req.Actor, req.Label = *k.Tenant, actor(k), k.Label
+		cost := max(len(req.UUIDs), 1)
+		if wait := budget.take(req.Tenant, cost); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			return s.fail(w, r, http.StatusTooManyRequests, msgEraseRate), ""
+		}
+		// A client that goes away does not stop the erasure half way: it
+		// runs to its end, and GET /erasures/{id} answers it (docs/erasure.md).
+		e, err := s.Archive.Erase(context.WithoutCancel(r.Context()), req)
+		var pending *archive.ErasePending
+		switch {
+		case err != nil && !errors.As(err, &pending):
+			budget.charge(req.Tenant, -cost) // refused before anything changed
+		case req.Kind != "uuids":
+			budget.charge(req.Tenant, e.Totals.Vcons+e.Totals.Held-cost)
+		}
+		if pending != nil {
+			// Nothing it took can be read any more; its bytes are not all
+			// gone. The answer says so, with the id to ask again by.
+			status := http.StatusInternalServerError
+			if pending.Replica {
+				status = http.StatusServiceUnavailable
+			}
+			s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
+			w.Header().Set("Location", "/erasures/"+pending.ID.String())
+			writeError(w, status, "erasure "+pending.ID.String()+" destroyed the keys of everything it took, so none of it can be read, but not every purge is done yet; the purge sweep finishes them, and GET /erasures/"+pending.ID.String()+" answers with the receipt once it is done")
+			return status, "erasure=" + pending.ID.String()
+		}
+		if err != nil {
+			return s.failErr(w, r, err), ""
+		}
+		j, err := s.erasureView(r.Context(), e, nil)
+		if err != nil {
+			return s.failErr(w, r, err), "erasure=" + e.ID.String()
+		}
+		writeJSON(w, http.StatusOK, j)
+		return http.StatusOK, "erasure=" + e.ID.String()
+	}
+}
+
+// erasure serves GET /erasures/{id}, a page at a time.
 func (s *Server) erasure(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
 	id, err := ids.Parse(r.PathValue("id"))
 	if err != nil {
 		return s.fail(w, r, http.StatusNotFound, "no such erasure"), ""
+	}
+	var after *ids.ID
+	if v, ok := r.URL.Query()["after"]; ok {
+		a, err := ids.Parse(v[0])
+		if err != nil || len(v) > 1 {
+			return s.fail(w, r, http.StatusBadRequest, msgEraseNext), "erasure=" + id.String()
+		}
+		after = &a
 	}
 	e, err := s.Cat.Erasure(r.Context(), *k.Tenant, id)
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -161,7 +239,11 @@ func (s *Server) erasure(w http.ResponseWriter, r *http.Request, k catalog.Key) 
 	if err != nil {
 		return s.failErr(w, r, err), "erasure=" + id.String()
 	}
-	writeJSON(w, http.StatusOK, erasureView(e))
+	j, err := s.erasureView(r.Context(), e, after)
+	if err != nil {
+		return s.failErr(w, r, err), "erasure=" + id.String()
+	}
+	writeJSON(w, http.StatusOK, j)
 	return http.StatusOK, "erasure=" + id.String()
 }
 

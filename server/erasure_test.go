@@ -95,10 +95,10 @@ func TestErasure(t *testing.T) {
 	}
 
 	body := []byte(`{"tel":"tel:` + partyTel + `"}`)
-	if r := e.Do("POST", "/erasures", rw.Token, body); r.Status != 403 {
+	if r := e.Do("POST", "/erasures", rw.Token, body, "Content-Type", "application/json"); r.Status != 403 {
 		t.Fatalf("a write key's erasure: %d %s, want 403", r.Status, r.Body)
 	}
-	r := e.Do("POST", "/erasures", del.Token, body)
+	r := e.Do("POST", "/erasures", del.Token, body, "Content-Type", "application/json")
 	if r.Status != 200 {
 		t.Fatalf("POST /erasures: %d %s", r.Status, r.Body)
 	}
@@ -184,7 +184,7 @@ func TestErasure(t *testing.T) {
 
 	var audit bytes.Buffer
 	audit.WriteString(e.CLI("audit", "export", "--tenant", "acme"))
-	if !strings.Contains(audit.String(), `"action":"erase","target":"erasure=`+got.Erasure+` filter=tel vcons=3 versions=4 held=1 unsearchable=1 retention=overridden"`) {
+	if !strings.Contains(audit.String(), `"action":"erase","target":"erasure=`+got.Erasure+` filter=tel vcons=3 versions=4 held=1 not_found=0 unsearchable=1 retention=overridden"`) {
 		t.Errorf("no erase record with the counts:\n%s", audit.String())
 	}
 }

@@ -43,7 +43,12 @@ type Limits struct {
 	RefusedBodyBytes int64
 	RefusedBodyTime  time.Duration
 
-	// Now is the limiter's clock (time.Now when nil).
+	// ErasePerMinute is how many uuids one tenant's erasures may name a
+	// minute (server/erasebudget.go). Default: 30,000, three erasures of
+	// 10,000.
+	ErasePerMinute int
+
+	// Now is the limiters' clock (time.Now when nil).
 	Now func() time.Time
 }
 

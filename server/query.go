@@ -18,8 +18,11 @@ import (
 // queryParams are the query parameters of the route pattern, in the
 // order its refusal lists them; a route not named here takes none.
 func queryParams(pattern string) []string {
-	if pattern == "GET /vcons" {
+	switch pattern {
+	case "GET /vcons":
 		return append([]string{"limit", "after"}, search.Fields...)
+	case "GET /erasures/{id}":
+		return []string{"after"}
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func (s *Server) routes() []route {
 		tenant("GET /vcons/{uuid}/versions", "read", "versions", s.versions),
 		tenant("GET /vcons", "read", "list", s.list),
 		tenant("DELETE /vcons/{uuid}", "delete", "delete", s.delete),
-		tenant("POST /erasures", "delete", "erasure", s.erase),
+		tenant("POST /erasures", "delete", "erasure", s.erase(newEraseBudget(s.Limits))),
 		tenant("GET /erasures/{id}", "delete", "erasure_read", s.erasure),
 		{"GET /.well-known/jwks.json", "", s.jwks},
 

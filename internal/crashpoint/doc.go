@@ -18,7 +18,8 @@ const (
 	RotateBeforeCommit  = "rotate-before-commit"  // every data key re-wrapped in the open transaction, not committed
 
 	// Erasure (docs/erasure.md); between these two, the purge points above.
-	EraseAfterKeys   = "erase-after-keys"   // the erasure recorded, its vCons hidden and its keys destroyed, not checkpointed
+	EraseAfterBatch  = "erase-after-batch"  // the erasure recorded, a batch of its vCons hidden and their keys destroyed, a batch still to take
+	EraseAfterKeys   = "erase-after-keys"   // every batch of the erasure taken: its vCons hidden and its keys destroyed, not checkpointed
 	EraseAfterPurges = "erase-after-purges" // every purge of the erasure done, the erasure not yet recorded done
 
 	// Parquet storage (docs/parquet-storage.md).

@@ -49,7 +49,7 @@ func TestErasurePacked(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r := e.Do("POST", "/erasures", k.Token, []byte(`{"tel":"`+party+`"}`))
+	r := e.Do("POST", "/erasures", k.Token, []byte(`{"tel":"`+party+`"}`), "Content-Type", "application/json")
 	var got struct {
 		State  string
 		Erased []struct{ UUID string }

@@ -3,8 +3,10 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 // transaction, each purge's steps, and the purges all done before the
 // erasure is recorded done (docs/erasure.md, "Crash safety").
 var eraseSteps = []string{
+	crashpoint.EraseAfterBatch,
 	crashpoint.EraseAfterKeys,
 	crashpoint.PurgeAfterKey,
 	crashpoint.PurgeAfterCount,
@@ -58,10 +61,17 @@ func crashErase(t *testing.T, c *crashEnv, point string) {
 		taken = append(taken, u)
 	}
 	waitComplete(t, e, k.Token)
+	body := []byte(`{"tel":"` + party + `"}`)
+	if point == crashpoint.EraseAfterBatch {
+		// Cut between two batches: an erasure by uuids of more held
+		// uuids than one batch takes, which sort first, and of the two,
+		// which only the next start's batch takes.
+		body = eraseInBatches(t, e, tenant, taken)
+	}
 	p.Stop()
 
 	p = e.StartBinary(crashpoint.EnvVar + "=" + point)
-	sendUntilDeath(t, e, p, point, "POST", "/erasures", k.Token, []byte(`{"tel":"`+party+`"}`))
+	sendUntilDeath(t, e, p, point, "POST", "/erasures", k.Token, body)
 	for _, u := range taken {
 		a[u] = nil
 	}
@@ -96,6 +106,22 @@ func crashErase(t *testing.T, c *crashEnv, point string) {
 	if r.Status != 200 || got.State != "done" || got.Receipt != receipt {
 		t.Fatalf("GET /erasures/{id}: %d %s", r.Status, r.Body)
 	}
+}
+
+// eraseInBatches holds more than one batch of uuids that sort before
+// random ones, and returns the body of an erasure of them and of taken.
+func eraseInBatches(t *testing.T, e *testenv.Env, tenant string, taken []string) []byte {
+	t.Helper()
+	op := e.OperatorKey()
+	all := slices.Clone(taken)
+	for i := range catalog.EraseBatch + 5 {
+		u := fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+		if r := e.Do("PUT", "/admin/tenants/"+tenant+"/holds/"+u, op.Token, nil); r.Status != 200 {
+			t.Fatalf("hold: %d %s", r.Status, r.Body)
+		}
+		all = append(all, u)
+	}
+	return []byte(`{"uuids":["` + strings.Join(all, `","`) + `"]}`)
 }
 
 // waitComplete waits until the tenant's search index is built.

@@ -38,6 +38,7 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.PurgeAfterTombstone:  crashPurge,
 	crashpoint.PurgeAfterDelete:     crashPurge,
 	crashpoint.RotateBeforeCommit:   crashRotate,
+	crashpoint.EraseAfterBatch:      crashErase,
 	crashpoint.EraseAfterKeys:       crashErase,
 	crashpoint.EraseAfterPurges:     crashErase,
 	crashpoint.PackAfterPut:         crashPackRun,
@@ -223,7 +224,11 @@ func sendUntilDeath(t *testing.T, e *testenv.Env, p *testenv.Proc, point, method
 	req, _ := http.NewRequest(method, e.BaseURL+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/vcon")
+		ct := "application/vcon"
+		if strings.HasPrefix(path, "/erasures") {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
 	}
 	if resp, err := e.Client.Do(req); err == nil {
 		resp.Body.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -52,7 +53,7 @@ func TestErasureAndReplica(t *testing.T) {
 	if len(wrapped) != 2 || holding == 0 {
 		t.Fatalf("%d keys, held by %d replica objects before the erasure: the test proves nothing", len(wrapped), holding)
 	}
-	r := e.Do("POST", "/erasures", token, []byte(`{"uuids":["`+gone+`"]}`))
+	r := e.Do("POST", "/erasures", token, []byte(`{"uuids":["`+gone+`"]}`), "Content-Type", "application/json")
 	if r.Status != 200 {
 		t.Fatalf("POST /erasures: %d %s", r.Status, r.Body)
 	}
@@ -82,5 +83,44 @@ func TestErasureAndReplica(t *testing.T) {
 	}
 	if got := e.Do("GET", "/vcons/"+kept, token, nil); got.Status != 200 {
 		t.Errorf("GET %s after the restore: %d", kept, got.Status)
+	}
+}
+
+// TestErasureNeverStoredReplica: an erasure of 10,000 uuids the tenant
+// never stored leaves no row of them, so the replica grows by its one
+// erasure row and receipt, not by megabytes (it grew by 1.7 MB when each
+// uuid was a row).
+func TestErasureNeverStoredReplica(t *testing.T) {
+	ctx := context.Background()
+	target := t.TempDir()
+	e := testenv.New(t, testenv.Options{Storage: "[replica]\nto = \"" + target + "\"\nmax_lag = 0\n"})
+	token := e.NewKey(e.Tenant("acme"), "delete").Token
+	dir, err := objstore.NewDir(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		if err := e.Daemon.Replica.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := dir.List(ctx, "replica/", func(i objstore.Info) error { n += i.Size; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := size()
+	uuids := make([]string, 10000)
+	for i := range uuids {
+		uuids[i] = ids.NewRandom().String()
+	}
+	r := e.Do("POST", "/erasures", token, []byte(`{"uuids":["`+strings.Join(uuids, `","`)+`"]}`), "Content-Type", "application/json")
+	if r.Status != 200 || !bytes.Contains(r.Body, []byte(`"not_found":10000`)) {
+		t.Fatalf("POST /erasures: %d %.300s", r.Status, r.Body)
+	}
+	grown := size() - before
+	t.Logf("the replica grew by %d bytes", grown)
+	if grown >= 100<<10 {
+		t.Fatalf("the replica grew by %d bytes for 10,000 never-stored uuids, want less than 100 KB", grown)
 	}
 }

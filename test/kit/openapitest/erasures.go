@@ -26,6 +26,9 @@ func erasures(r *runner, writer, deleter, ops, tenant string) {
 	r.expect(400, "two filters", false, "POST", "/erasures", deleter, []byte(`{"tel":"+15555550199","name":"Ada"}`), js...)
 	r.expect(400, "no filter", false, "POST", "/erasures", deleter, []byte(`{}`), js...)
 	r.expect(400, "a tel without digits", true, "POST", "/erasures", deleter, []byte(`{"tel":"none"}`), js...)
+	r.expect(400, "a member twice", false, "POST", "/erasures", deleter, []byte(`{"uuids":["`+u+`"],"uuids":[]}`), js...)
+	r.expect(400, "something after the object", false, "POST", "/erasures", deleter, []byte(`{"uuids":["`+u+`"]} {}`), js...)
+	r.expect(415, "an erasure not sent as JSON", true, "POST", "/erasures", deleter, []byte(`{"uuids":["`+u+`"]}`), "Content-Type", "text/plain")
 	r.expect(200, "search off", true, "PUT", "/admin/tenants/"+tenant+"/search", ops, []byte(`{"search":"off"}`), js...)
 	r.expect(409, "an erasure by party while search is off", true, "POST", "/erasures", deleter, []byte(`{"tel":"+15555550199"}`), js...)
 	many := make([]string, archive.MaxErasure+1)
@@ -33,5 +36,12 @@ func erasures(r *runner, writer, deleter, ops, tenant string) {
 		many[i] = `"` + ids.NewRandom().String() + `"`
 	}
 	r.expect(422, "more vCons than one erasure takes", true, "POST", "/erasures", deleter, []byte(`{"uuids":[`+strings.Join(many, ",")+`]}`), js...)
+	// A tenant's erasures name 30,000 uuids a minute: three of 10,000
+	// never stored, then a refusal until the budget refills.
+	body := []byte(`{"uuids":[` + strings.Join(many[:archive.MaxErasure], ",") + `]}`)
+	r.expect(200, "an erasure of uuids never stored", true, "POST", "/erasures", deleter, body, js...)
+	r.expect(200, "an erasure of uuids never stored", true, "POST", "/erasures", deleter, body, js...)
+	r.expect(200, "an erasure of uuids never stored", true, "POST", "/erasures", deleter, body, js...)
+	r.expect(429, "a fourth erasure of 10,000 uuids within a minute", true, "POST", "/erasures", deleter, body, js...)
 	r.expect(200, "the receipts' keys", true, "GET", "/.well-known/jwks.json", "", nil)
 }

@@ -64,6 +64,8 @@ func TestErasureVerifyAnswer(t *testing.T) {
 	}
 	for name, c := range map[string]struct{ answer, want string }{
 		"a count":           {edit(`"unsearchable":0`, `"unsearchable":3`), "the answer's unsearchable is 3, the receipt's 0"},
+		"another count":     {edit(`"not_found":0`, `"not_found":1`), "the answer's not_found is 1, the receipt's 0"},
+		"the next page":     {edit(`"next":null`, `"next":"/erasures/x"`), "the answer's next is neither null nor the path of this erasure's next page"},
 		"a count in a list": {edit(`"versions":1`, `"versions":2`), "the answer's erased[0].versions is 2, the receipt's 1"},
 		"a flag":            {edit(`"whole":true`, `"whole":false`), "the answer's erased[0].whole is false"},
 		"a list":            {edit(`"held":[]`, `"held":["`+a+`"]`), "the answer's held has 1 entry, the receipt's 0"},

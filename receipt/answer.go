@@ -3,10 +3,11 @@ package receipt
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // answerOnly lists the members of the answer of POST and GET /erasures
@@ -14,62 +15,142 @@ import (
 // why, and what each must hold. Every other member of an answer must
 // equal the payload's member of the same name, whatever it is: a field
 // added to both is checked without a change here, and a field added to
-// the answer alone is refused until it is listed here.
-var answerOnly = map[string]func(v any) string{
+// the answer alone is refused until it is listed here. The one exception
+// is lists, erased and held, that the payload leaves out for its digest
+// (pageLists).
+var answerOnly = map[string]func(v any, erasure string) string{
 	// The receipt itself, the signed token that is checked.
-	"receipt": func(any) string { return "" },
+	"receipt": func(any, string) string { return "" },
 	// Only a done erasure has a receipt, and its answer says so.
-	"state": func(v any) string {
+	"state": func(v any, _ string) string {
 		if v != "done" {
 			return `is not "done", and only a done erasure has a receipt`
 		}
 		return ""
 	},
+	// Where the next page of the lists is read: it leads to entries, and
+	// those are checked (pageLists), not to anything signed.
+	"next": func(v any, erasure string) string {
+		if s, ok := v.(string); v != nil && (!ok || !strings.HasPrefix(s, "/erasures/"+erasure+"?after=")) {
+			return "is neither null nor the path of this erasure's next page"
+		}
+		return ""
+	},
 }
+
+// pageLists are the members that, once the lists pass MaxListed entries,
+// the payload leaves out for its digest while the answer pages them.
+var pageLists = []string{"erased", "held"}
 
 // VerifyAnswer checks a saved JSON answer of POST or GET /erasures: its
 // receipt as Verify does, then each of its members against the signed
 // payload, so that an answer edited after it was signed is refused with
 // the name of what was changed. An answer may leave out members of the
 // payload (it has no tenant or times); it may not hold a member twice.
-func VerifyAnswer(answer []byte, set Set) (Payload, string, error) {
-	a, err := decodeJSON(answer)
+//
+// The answer may be several, one after another: the pages of one
+// erasure's answer, as GET /erasures/{id} and each next give them. When
+// the receipt carries the digest of the lists instead of the lists, the
+// lists of every page, joined in order, must be those the digest stands
+// for; a page alone is refused, since nothing signed says what it lists.
+func VerifyAnswer(answers []byte, set Set) (Payload, string, error) {
+	pages, err := decodeAll(answers)
 	if err != nil {
 		return Payload{}, "", invalid("the answer is not JSON: %v", err)
 	}
-	obj, ok := a.(map[string]any)
-	if !ok {
-		return Payload{}, "", invalid("the answer is not a JSON object")
-	}
-	token, ok := obj["receipt"].(string)
-	if !ok {
-		return Payload{}, "", invalid("the answer has no receipt (an erasure still pending has none yet)")
-	}
-	p, pb, kid, err := verify(token, set)
-	if err != nil {
-		return p, kid, err
-	}
-	signed, err := decodeJSON(pb)
-	payload, ok := signed.(map[string]any)
-	if err != nil || !ok {
-		return Payload{}, kid, invalid("the payload is not an erasure receipt")
-	}
-	for _, name := range sortedKeys(obj) {
-		if check, ok := answerOnly[name]; ok {
-			if why := check(obj[name]); why != "" {
-				return Payload{}, kid, invalid("the answer's %s %s", name, why)
-			}
-			continue
+	var p Payload
+	var payload map[string]any
+	var first, kid string
+	var erased []Item
+	var held []string
+	for i, v := range pages {
+		where := ""
+		if len(pages) > 1 {
+			where = fmt.Sprintf(" (page %d of %d)", i+1, len(pages))
 		}
-		want, ok := payload[name]
+		obj, ok := v.(map[string]any)
 		if !ok {
-			return Payload{}, kid, invalid("the answer's %s is not in the receipt", name)
+			return Payload{}, kid, invalid("the answer%s is not a JSON object", where)
 		}
-		if diff := compare(name, obj[name], want); diff != "" {
-			return Payload{}, kid, invalid("the answer's %s", diff)
+		token, ok := obj["receipt"].(string)
+		switch {
+		case !ok:
+			return Payload{}, kid, invalid("the answer%s has no receipt (an erasure still pending has none yet)", where)
+		case i == 0:
+			var pb []byte
+			if p, pb, kid, err = verify(token, set); err != nil {
+				return Payload{}, kid, err
+			}
+			signed, err := decodeAll(pb)
+			if err != nil || len(signed) != 1 {
+				return Payload{}, kid, invalid("the payload is not an erasure receipt")
+			}
+			payload, _ = signed[0].(map[string]any) // verify read it into p
+		case token != first:
+			return Payload{}, kid, invalid("the answer%s has another receipt than the first page: the pages are not of one erasure", where)
+		}
+		first = token
+		for _, name := range sortedKeys(obj) {
+			_, listed := payload[name]
+			switch check, only := answerOnly[name]; {
+			case only:
+				if why := check(obj[name], p.Erasure); why != "" {
+					return Payload{}, kid, invalid("the answer's %s %s%s", name, why, where)
+				}
+			case !listed && p.Digest != nil && slices.Contains(pageLists, name):
+				if err := joinPage(name, obj[name], &erased, &held); err != nil {
+					return Payload{}, kid, invalid("the answer's %s%s", err.Error(), where)
+				}
+			case !listed:
+				return Payload{}, kid, invalid("the answer's %s is not in the receipt%s", name, where)
+			default:
+				if diff := compare(name, obj[name], payload[name]); diff != "" {
+					return Payload{}, kid, invalid("the answer's %s%s", diff, where)
+				}
+			}
+		}
+	}
+	if d := p.Digest; d != nil {
+		if got := ListsDigest(erased, held); got != *d {
+			return Payload{}, kid, invalid("the answer's lists (%s erased, %s held, over %d page(s)) are not those its receipt's digest stands for (%d and %d, sha256 %s): give every page, from GET /erasures/{id} through each next, in one file",
+				entries(len(erased)), entries(len(held)), len(pages), d.Erased, d.Held, d.SHA256)
 		}
 	}
 	return p, kid, nil
+}
+
+// joinPage appends a page's erased or held list to what the pages before
+// it listed. Each entry must be as the server writes it, with nothing
+// more or less: its digest line does not show every spelling of it.
+func joinPage(name string, v any, erased *[]Item, held *[]string) error {
+	list, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("%s is not a list", name)
+	}
+	for i, e := range list {
+		path := fmt.Sprintf("%s[%d]", name, i)
+		if name == "held" {
+			u, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("%s is not a uuid", path)
+			}
+			*held = append(*held, u)
+			continue
+		}
+		m, ok := e.(map[string]any)
+		if !ok || len(m) != 3 {
+			return fmt.Errorf("%s is not an object of uuid, versions and whole", path)
+		}
+		u, ok1 := m["uuid"].(string)
+		n, ok2 := m["versions"].(json.Number)
+		w, ok3 := m["whole"].(bool)
+		versions, err := strconv.Atoi(string(n))
+		if !ok1 || !ok2 || !ok3 || err != nil {
+			return fmt.Errorf("%s is not an object of uuid, versions and whole", path)
+		}
+		*erased = append(*erased, Item{UUID: u, Versions: versions, Whole: w})
+	}
+	return nil
 }
 
 // compare says where got differs from want, from the member's path
@@ -144,20 +225,23 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// decodeJSON reads one JSON value, numbers as written, refusing a member
-// given twice in an object: encoding/json would keep the last, and a
-// reader of the file might see the first.
-func decodeJSON(b []byte) (any, error) {
+// decodeAll reads the JSON values of b, one after another, numbers as
+// written, refusing a member given twice in an object: encoding/json
+// would keep the last, and a reader of the file might see the first.
+func decodeAll(b []byte) ([]any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	v, err := decodeValue(d)
-	if err != nil {
-		return nil, err
+	var vs []any
+	for {
+		v, err := decodeValue(d)
+		if err == io.EOF && len(vs) > 0 {
+			return vs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
 }
 
 func decodeValue(d *json.Decoder) (any, error) {

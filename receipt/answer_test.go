@@ -3,6 +3,7 @@ package receipt
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -69,7 +70,8 @@ func TestVerifyAnswer(t *testing.T) {
 		"a member given twice":      {edit(`"held":[`, `"held":[],"held":[`), `"held"`},
 		"a list made an object":     {edit(`"held":["0190a3f0-0000-7000-8000-000000000003"]`, `"held":{}`), "held"},
 		"a count made a string":     {edit(`"unsearchable":1`, `"unsearchable":"1"`), "unsearchable"},
-		"data after the answer":     {withTimes + "{}", "after"},
+		"data after the answer":     {withTimes + "{}", "(page 2 of 2) has no receipt"},
+		"a next page elsewhere":     {edit(`"state":"done"`, `"state":"done","next":"/erasures/0190a3f0-7c8e-7b1e-9d2a-3f6b8c1d2e41?after=x"`), "next"},
 	} {
 		_, _, err := VerifyAnswer([]byte(c.answer), set)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
@@ -83,6 +85,75 @@ func TestVerifyAnswer(t *testing.T) {
 	} {
 		if _, _, err := VerifyAnswer([]byte(bad), set); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// TestVerifyAnswerPages: past MaxListed entries the receipt carries the
+// digest of the lists; the pages of the answer, given together, are
+// checked against it, and a page alone, a page edited or left out, or
+// pages out of order are refused.
+func TestVerifyAnswerPages(t *testing.T) {
+	key, set := testKey(t)
+	const id = "0190a3f0-7c8e-7b1e-9d2a-3f6b8c1d2e4f"
+	var erased []Item
+	var held []string
+	for i := range 150 {
+		u := fmt.Sprintf("0190a3f0-0000-7000-8000-%012d", i)
+		if i%3 == 0 {
+			held = append(held, u)
+		} else {
+			erased = append(erased, Item{UUID: u, Versions: 1 + i%2, Whole: i%2 == 0})
+		}
+	}
+	d := ListsDigest(erased, held)
+	p := Payload{Erasure: id, Tenant: id, Filter: "uuids", Digest: &d, NotFound: 4}
+	jws, err := Sign(key, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tenant = "0190a3f0-7c8e-7b1e-9d2a-3f6b8c1d2e40"
+	other, err := Sign(key, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two pages, split as the server splits them: by uuid, erased and
+	// held together.
+	page := func(from, to int, next any) string {
+		var e []Item
+		h := []string{}
+		for _, it := range erased {
+			if n := it.UUID[len(it.UUID)-3:]; n >= fmt.Sprintf("%03d", from) && n < fmt.Sprintf("%03d", to) {
+				e = append(e, it)
+			}
+		}
+		for _, u := range held {
+			if n := u[len(u)-3:]; n >= fmt.Sprintf("%03d", from) && n < fmt.Sprintf("%03d", to) {
+				h = append(h, u)
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"erasure": id, "state": "done", "erased": e, "held": h, "not_found": 4, "unsearchable": 0,
+			"digest": d, "next": next, "receipt": jws})
+		return string(b) + "\n"
+	}
+	one, two := page(0, 90, "/erasures/"+id+"?after=0190a3f0-0000-7000-8000-000000000089"), page(90, 150, nil)
+	if got, _, err := VerifyAnswer([]byte(one+two), set); err != nil || got.Digest == nil || got.Digest.Erased != 100 {
+		t.Fatalf("both pages: %+v %v", got, err)
+	}
+	if _, _, err := VerifyAnswer([]byte(page(0, 150, nil)), set); err != nil {
+		t.Fatalf("one page of everything: %v", err)
+	}
+	for name, c := range map[string]struct{ answer, want string }{
+		"a page alone":        {one, "not those its receipt's digest stands for"},
+		"the pages swapped":   {two + one, "not those its receipt's digest stands for"},
+		"an entry edited":     {one + strings.Replace(two, `"versions":2`, `"versions":1`, 1), "not those its receipt's digest stands for"},
+		"an entry spelled so": {one + strings.Replace(two, `"versions":2`, `"versions":2.0`, 1), "erased[0] is not an object"},
+		"a count edited":      {one + strings.Replace(two, `"not_found":4`, `"not_found":3`, 1), "not_found is 3, the receipt's 4 (page 2 of 2)"},
+		"the digest edited":   {strings.Replace(one, `"held":50`, `"held":49`, 1) + two, "digest.held is 49"},
+		"another erasure's":   {one + strings.Replace(two, jws, other, 1), "another receipt"},
+	} {
+		if _, _, err := VerifyAnswer([]byte(c.answer), set); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrInvalid saying %q", name, err, c.want)
 		}
 	}
 }

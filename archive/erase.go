@@ -324,7 +324,12 @@ func JWKS(ctx context.Context, cat *catalog.Catalog) (receipt.Set, error) {
 	}
 	set := receipt.Set{Keys: []receipt.JWK{}}
 	for _, k := range keys {
-		set.Keys = append(set.Keys, receipt.PublicJWK(ed25519.PublicKey(k.Public)))
+		jwk := receipt.PublicJWK(ed25519.PublicKey(k.Public))
+		jwk.Kid = k.KID // as the catalog names it, for Check to hold to the key
+		set.Keys = append(set.Keys, jwk)
+	}
+	if err := set.Check(); err != nil {
+		return receipt.Set{}, fmt.Errorf("archive: the catalog's receipt signing keys were changed outside vcon-server: %w", err)
 	}
 	return set, nil
 }

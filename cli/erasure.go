@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,24 +38,14 @@ func verifyReceipt(e *env, file, jwks string) error {
 	if err != nil {
 		return fmt.Errorf("read the receipt: %w", err)
 	}
-	token := string(b)
-	var answer struct {
-		Receipt *string `json:"receipt"`
-	}
-	if json.Unmarshal(b, &answer) == nil {
-		if answer.Receipt == nil {
-			return errors.New("the file is a JSON answer without a receipt (an erasure still pending has none yet)")
-		}
-		token = *answer.Receipt
-	}
 	var set receipt.Set
 	if jwks != "" {
 		kb, err := os.ReadFile(jwks)
 		if err != nil {
 			return fmt.Errorf("read the JWK set: %w", err)
 		}
-		if err := json.Unmarshal(kb, &set); err != nil {
-			return fmt.Errorf("the file %s is not a JWK set: %v", jwks, err)
+		if set, err = receipt.ParseSet(kb); err != nil {
+			return fmt.Errorf("the file %s is not a key set of receipts: %s; save it again from GET /.well-known/jwks.json", jwks, strings.TrimPrefix(err.Error(), receipt.ErrKeySet.Error()+": "))
 		}
 	} else {
 		_, cat, err := e.openCatalog()
@@ -68,9 +58,20 @@ func verifyReceipt(e *env, file, jwks string) error {
 			return err
 		}
 	}
-	p, kid, err := receipt.Verify(token, set)
+	// A JSON object is an answer, checked whole; anything else is the
+	// compact JWS alone.
+	what, p, kid := "receipt", receipt.Payload{}, ""
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		what = "answer"
+		p, kid, err = receipt.VerifyAnswer(b, set)
+	} else {
+		p, kid, err = receipt.Verify(string(b), set)
+	}
+	if errors.Is(err, receipt.ErrInvalid) {
+		return fmt.Errorf("the %s is not valid: %s", what, strings.TrimPrefix(err.Error(), receipt.ErrInvalid.Error()+": "))
+	}
 	if err != nil {
-		return errors.New("the receipt is not valid: " + strings.TrimPrefix(err.Error(), receipt.ErrInvalid.Error()+": "))
+		return err
 	}
 	vcons, versions, held := len(p.Erased), 0, len(p.Held)
 	for _, it := range p.Erased {

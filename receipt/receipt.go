@@ -60,7 +60,52 @@ type Set struct {
 	Keys []JWK `json:"keys"`
 }
 
+// ErrKeySet is wrapped by every refusal of Set.Check.
+var ErrKeySet = errors.New("receipt: not a key set of erasure receipts")
+
+// Check refuses a set holding anything but Ed25519 public keys, each named
+// by its own thumbprint (RFC 7638). A receipt names its key by kid alone,
+// so a kid that does not follow from its key would let a set pass one key
+// off under another's name.
+func (s Set) Check() error {
+	for _, k := range s.Keys {
+		pub, err := decode(k.X)
+		if k.Kty != "OKP" || k.Crv != "Ed25519" || err != nil || len(pub) != ed25519.PublicKeySize {
+			return fmt.Errorf("%w: the key %q is not an Ed25519 public key (kty OKP, crv Ed25519, x 32 bytes of base64url)", ErrKeySet, k.Kid)
+		}
+		if want := KeyID(pub); k.Kid != want {
+			return fmt.Errorf("%w: the kid %q is not the RFC 7638 thumbprint of its key, %s", ErrKeySet, k.Kid, want)
+		}
+	}
+	return nil
+}
+
+// ParseSet reads a JWK set and checks it.
+func ParseSet(b []byte) (Set, error) {
+	var s Set
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrKeySet, err)
+	}
+	return s, s.Check()
+}
+
+// b64 writes base64url without padding (RFC 7515, section 2).
 var b64 = base64.RawURLEncoding
+
+// strictB64 reads it. Strict refuses bits set past the last byte, so that
+// each value has one spelling: without it, the last character of a
+// signature could be changed to one of three others that decode to the
+// same bytes, and a receipt changed in a byte would still verify.
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// decode reads unpadded base64url strictly; Go's decoders skip CR and LF
+// even when strict, and a JWS has neither.
+func decode(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("a line break in base64url")
+	}
+	return strictB64.DecodeString(s)
+}
 
 // KeyID is the key's JWK thumbprint (RFC 7638): SHA-256 of its required
 // members in lexicographic order, base64url.
@@ -98,7 +143,8 @@ func Sign(key ed25519.PrivateKey, p Payload) (string, error) {
 	return input + "." + b64.EncodeToString(ed25519.Sign(key, []byte(input))), nil
 }
 
-// ErrInvalid is wrapped by every refusal of Verify.
+// ErrInvalid is wrapped by every refusal of a receipt by Verify or
+// VerifyAnswer (ErrKeySet by their refusal of the key set).
 var ErrInvalid = errors.New("receipt: not valid")
 
 func invalid(format string, args ...any) error {
@@ -106,24 +152,35 @@ func invalid(format string, args ...any) error {
 }
 
 // Verify checks a compact JWS against the keys of set and returns its
-// payload. It refuses anything but alg EdDSA with a kid that names an
-// Ed25519 key of the set, and a payload that is not a receipt.
+// payload. It refuses a set that does not pass Check (with its error),
+// and wraps ErrInvalid in its refusal of anything but alg EdDSA with a kid
+// that names a key of the set, a signature of that key, and a payload
+// that is a receipt.
 func Verify(token string, set Set) (Payload, string, error) {
+	p, _, kid, err := verify(token, set)
+	return p, kid, err
+}
+
+// verify is Verify, also returning the payload's bytes as signed.
+func verify(token string, set Set) (Payload, []byte, string, error) {
 	var p Payload
+	if err := set.Check(); err != nil {
+		return p, nil, "", err
+	}
 	parts := strings.Split(strings.TrimSpace(token), ".")
 	if len(parts) != 3 {
-		return p, "", invalid("a compact JWS has three parts separated by dots, this has %d", len(parts))
+		return p, nil, "", invalid("a compact JWS has three parts separated by dots, this has %d", len(parts))
 	}
-	hb, err := b64.DecodeString(parts[0])
+	hb, err := decode(parts[0])
 	if err != nil {
-		return p, "", invalid("the header is not base64url")
+		return p, nil, "", invalid("the header is not base64url")
 	}
 	var h header
 	if err := strictJSON(hb, &h); err != nil {
-		return p, "", invalid("the header is not a JSON object: %v", err)
+		return p, nil, "", invalid("the header is not a JSON object: %v", err)
 	}
 	if h.Alg != "EdDSA" {
-		return p, "", invalid("alg is %q, not EdDSA", h.Alg)
+		return p, nil, "", invalid("alg is %q, not EdDSA", h.Alg)
 	}
 	var key *JWK
 	for i, k := range set.Keys {
@@ -132,27 +189,24 @@ func Verify(token string, set Set) (Payload, string, error) {
 		}
 	}
 	if h.Kid == "" || key == nil {
-		return p, h.Kid, invalid("kid %q names no key of the key set", h.Kid)
+		return p, nil, h.Kid, invalid("kid %q names no key of the key set", h.Kid)
 	}
-	pub, err := b64.DecodeString(key.X)
-	if key.Kty != "OKP" || key.Crv != "Ed25519" || err != nil || len(pub) != ed25519.PublicKeySize {
-		return p, h.Kid, invalid("the key %q is not an Ed25519 public key", h.Kid)
-	}
-	sig, err := b64.DecodeString(parts[2])
+	pub, _ := decode(key.X) // Check read it
+	sig, err := decode(parts[2])
 	if err != nil || len(sig) != ed25519.SignatureSize {
-		return p, h.Kid, invalid("the signature is not %d bytes of base64url", ed25519.SignatureSize)
+		return p, nil, h.Kid, invalid("the signature is not %d bytes of base64url", ed25519.SignatureSize)
 	}
 	if !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
-		return p, h.Kid, invalid("the signature does not verify with key %q", h.Kid)
+		return p, nil, h.Kid, invalid("the signature does not verify with key %q", h.Kid)
 	}
-	pb, err := b64.DecodeString(parts[1])
+	pb, err := decode(parts[1])
 	if err != nil {
-		return p, h.Kid, invalid("the payload is not base64url")
+		return p, nil, h.Kid, invalid("the payload is not base64url")
 	}
 	if err := strictJSON(pb, &p); err != nil || p.Erasure == "" {
-		return p, h.Kid, invalid("the payload is not an erasure receipt")
+		return Payload{}, nil, h.Kid, invalid("the payload is not an erasure receipt")
 	}
-	return p, h.Kid, nil
+	return p, pb, h.Kid, nil
 }
 
 func strictJSON(b []byte, v any) error {

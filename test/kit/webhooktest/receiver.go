@@ -112,7 +112,7 @@ func Verify(secret string, h http.Header, body []byte, now time.Time) string {
 		if !ok || v != "v1" {
 			continue
 		}
-		got, err := base64.StdEncoding.DecodeString(b64)
+		got, err := base64.StdEncoding.Strict().DecodeString(b64) // one spelling of each signature
 		if err == nil && hmac.Equal(got, want) {
 			return ""
 		}

@@ -244,4 +244,14 @@ CREATE INDEX erased_whole ON erased (tenant, uuid) WHERE whole = 1;
 	`
 DROP TRIGGER IF EXISTS webhook_version_erased;
 `,
+
+	// 8: webhooks fair across tenants (docs/webhooks.md, "Retries, and
+	// failed events"): the sender reads the heads of each tenant's
+	// outbox in turn, by webhook_events_by_tenant_due; a webhook whose
+	// secret does not open is parked, its events waiting, until it is
+	// set again.
+	`
+ALTER TABLE webhooks ADD COLUMN parked TEXT;
+CREATE INDEX webhook_events_by_tenant_due ON webhook_events (tenant, failed, next_at);
+`,
 }

@@ -287,7 +287,7 @@ func (s *Sender) endpoint(ctx context.Context, tenant ids.ID) *endpoint {
 		// Parked: the catalog leaves its events out of every look until
 		// the webhook is set again, and tenant show says why. No tenant
 		// in the log.
-		why := "its secret or CA certificates do not open with this master key (" + err.Error() + "); its events wait until the webhook is set again (tenant set-webhook)"
+		why := "parked: its secret does not open with this master key (" + err.Error() + "); its events wait until the webhook is set again (tenant set-webhook)"
 		if perr := s.Cat.ParkWebhook(ctx, w, why); perr != nil {
 			s.Log.Warn("webhook: parking a webhook failed", "error", perr.Error())
 		}

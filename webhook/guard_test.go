@@ -224,7 +224,7 @@ func TestNoProxy(t *testing.T) {
 // refused, timeout, TLS, headers too large; never the address or port.
 func TestErrorsNameNoAddress(t *testing.T) {
 	lo := Rules{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
-	s := newSender(500*time.Millisecond, lo)
+	s := newSender(1500*time.Millisecond, lo) // room for a TLS handshake under -race on a loaded machine
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -69,8 +69,8 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH erased USING PRIMARY KEY (erasure=? AND uuid>?)"},
 		{"qNextBatch", qNextBatch, []any{mid},
 			"SEARCH erase_todo USING INDEX sqlite_autoindex_erase_todo_1 (erasure=?)"},
-		{"qDueEvents", qDueEvents, []any{nanos(f.now), 64},
-			"SEARCH e USING INDEX webhook_events_due (failed=? AND next_at<?)"},
+		{"qDueEvents", qDueEvents, []any{f.mid[:], tenantsEnd, nanos(f.now), 4, 64},
+			"SEARCH w USING PRIMARY KEY (tenant>? AND tenant<?)"},
 	}
 }
 
@@ -251,6 +251,12 @@ func fillPlans(t *testing.T, c *Catalog) *planFixture {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Every change of tenants 0 to 2 is an outbox event.
+		if ti < 3 {
+			if err := c.SetWebhook(ctx, Webhook{Tenant: tenant.ID, URL: "https://example.com/h", Secret: []byte("sealed")}, CLI); err != nil {
+				t.Fatal(err)
+			}
 		}
 		var uuids []ids.ID
 		var made []Version

@@ -262,4 +262,14 @@ CREATE TABLE erase_todo (
 	PRIMARY KEY (erasure, batch)
 );
 `,
+
+	// 9: webhooks fair across tenants (docs/webhooks.md, "Retries, and
+	// failed events"): the sender reads the heads of each tenant's
+	// outbox in turn, by webhook_events_by_tenant_due; a webhook whose
+	// secret does not open is parked, its events waiting, until it is
+	// set again.
+	`
+ALTER TABLE webhooks ADD COLUMN parked TEXT;
+CREATE INDEX webhook_events_by_tenant_due ON webhook_events (tenant, failed, next_at);
+`,
 }

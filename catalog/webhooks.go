@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -84,14 +85,16 @@ type Webhook struct {
 	Secret    []byte // sealed under the master key (seal.MasterKey.SealSecret)
 	CAPEM     string // the certificates the endpoint's must chain to; "" for the system's
 	CreatedAt time.Time
+	Parked    string // why the sender parked it (ParkWebhook); "" when it is not
 }
 
 // SetWebhook sets or replaces a tenant's webhook, recorded in both logs.
-// Events already pending go to the new endpoint.
+// Events already pending go to the new endpoint; a parked webhook is
+// parked no more.
 func (c *Catalog) SetWebhook(ctx context.Context, w Webhook, by Actor) error {
 	return c.Update(ctx, func(tx *Tx) error {
 		if _, err := tx.exec(`INSERT INTO webhooks(tenant, url, secret, ca_pem, created_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(tenant) DO UPDATE SET url = excluded.url, secret = excluded.secret, ca_pem = excluded.ca_pem, created_at = excluded.created_at`,
+			ON CONFLICT(tenant) DO UPDATE SET url = excluded.url, secret = excluded.secret, ca_pem = excluded.ca_pem, created_at = excluded.created_at, parked = NULL`,
 			w.Tenant[:], w.URL, w.Secret, nullString(w.CAPEM), nanos(tx.now)); err != nil {
 			return err
 		}
@@ -120,16 +123,16 @@ func (c *Catalog) DropWebhook(ctx context.Context, tenant ids.ID, by Actor) (int
 // Webhook returns a tenant's webhook; ErrNotFound when it has none.
 func (c *Catalog) Webhook(ctx context.Context, tenant ids.ID) (Webhook, error) {
 	w := Webhook{Tenant: tenant}
-	var ca sql.NullString
+	var ca, parked sql.NullString
 	var at int64
-	err := c.db.QueryRowContext(ctx, `SELECT url, secret, ca_pem, created_at FROM webhooks WHERE tenant = ?`, tenant[:]).Scan(&w.URL, &w.Secret, &ca, &at)
+	err := c.db.QueryRowContext(ctx, `SELECT url, secret, ca_pem, created_at, parked FROM webhooks WHERE tenant = ?`, tenant[:]).Scan(&w.URL, &w.Secret, &ca, &at, &parked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return w, ErrNotFound
 	}
 	if err != nil {
 		return w, fmt.Errorf("catalog: read webhook: %w", err)
 	}
-	w.CAPEM, w.CreatedAt = ca.String, fromNanos(at)
+	w.CAPEM, w.CreatedAt, w.Parked = ca.String, fromNanos(at), parked.String
 	return w, nil
 }
 
@@ -192,26 +195,60 @@ func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, e
 	return out, rows.Err()
 }
 
-// qDueEvents reads the pending events due by a time, in the order of
-// webhook_events_due (next attempt's time, then id), each checked in
-// webhook_events_by_vcon for an earlier pending event of its vCon; an
-// erasure's event, whose uuid column holds the erasure id, also for an
-// earlier pending event of any uuid the erasure took (erased's key).
-const qDueEvents = `SELECT ` + eventCols + ` FROM webhook_events e INDEXED BY webhook_events_due
-	WHERE e.failed = 0 AND e.next_at <= ?
-	  AND NOT EXISTS (SELECT 1 FROM webhook_events p INDEXED BY webhook_events_by_vcon
-		WHERE p.tenant = e.tenant AND p.uuid = e.uuid AND p.id < e.id AND p.failed = 0)
-	  AND (e.type <> '` + EventErased + `' OR NOT EXISTS (SELECT 1 FROM erased x
-		CROSS JOIN webhook_events p INDEXED BY webhook_events_by_vcon ON p.tenant = x.tenant AND p.uuid = x.uuid
-		WHERE x.erasure = e.uuid AND p.id < e.id AND p.failed = 0))
-	ORDER BY e.next_at, e.id LIMIT ?`
+// qDueEvents reads, for each tenant with a webhook that is not parked in
+// a range of tenant ids (in their order, from webhooks' primary key), the
+// heads of its outbox: up to perTenant pending events due by a time, in
+// the order of webhook_events_by_tenant_due (next attempt's time, then
+// id). Each is checked in webhook_events_by_vcon for an earlier pending
+// event of its vCon; an erasure's event, whose uuid column holds the
+// erasure id, also for an earlier pending event of any uuid the erasure
+// took (erased's key). A tenant's backlog costs the read its perTenant
+// heads only, so every tenant of the range is reached.
+const qDueEvents = `SELECT ` + eventCols + ` FROM webhooks w CROSS JOIN webhook_events e
+	WHERE w.tenant > ? AND w.tenant <= ? AND w.parked IS NULL AND e.id IN (
+	SELECT p.id FROM webhook_events p INDEXED BY webhook_events_by_tenant_due
+	WHERE p.tenant = w.tenant AND p.failed = 0 AND p.next_at <= ?
+	  AND NOT EXISTS (SELECT 1 FROM webhook_events q INDEXED BY webhook_events_by_vcon
+		WHERE q.tenant = p.tenant AND q.uuid = p.uuid AND q.id < p.id AND q.failed = 0)
+	  AND (p.type <> '` + EventErased + `' OR NOT EXISTS (SELECT 1 FROM erased x
+		CROSS JOIN webhook_events q INDEXED BY webhook_events_by_vcon ON q.tenant = x.tenant AND q.uuid = x.uuid
+		WHERE x.erasure = p.uuid AND q.id < p.id AND q.failed = 0))
+	ORDER BY p.next_at, p.id LIMIT ?)
+	ORDER BY w.tenant LIMIT ?`
 
-// DueEvents lists up to limit pending events that may be sent at now: of
-// each vCon, only its oldest pending event, so a vCon's events go out in
-// the order they were made; an erasure's event only once the events made
-// before it of the vCons it took are gone (delivered or failed).
-func (c *Catalog) DueEvents(ctx context.Context, now time.Time, limit int) ([]Event, error) {
-	return c.events(ctx, qDueEvents, nanos(now), limit)
+// Bounds of tenant ids: below and above every 16-byte id.
+var (
+	tenantsStart = []byte{}
+	tenantsEnd   = bytes.Repeat([]byte{0xff}, 17)
+)
+
+// DueEvents lists up to limit pending events that may be sent at now,
+// round-robin by tenant: up to perTenant of each tenant, the tenants after
+// `after` first, in the order of their ids, then those from the first to
+// `after` (so a caller that passes the last tenant it served gives every
+// tenant its turn, however long another's backlog). Of each vCon only its
+// oldest pending event is due, so a vCon's events go out in the order
+// they were made; an erasure's event only once the events made before it
+// of the vCons it took are gone (delivered or failed). A parked tenant's
+// events wait (ParkWebhook).
+func (c *Catalog) DueEvents(ctx context.Context, now time.Time, after ids.ID, perTenant, limit int) ([]Event, error) {
+	evs, err := c.events(ctx, qDueEvents, after[:], tenantsEnd, nanos(now), perTenant, limit)
+	if err != nil || len(evs) >= limit {
+		return evs, err
+	}
+	more, err := c.events(ctx, qDueEvents, tenantsStart, after[:], nanos(now), perTenant, limit-len(evs))
+	return append(evs, more...), err
+}
+
+// ParkWebhook parks a webhook the sender cannot use (its secret does not
+// open): its tenant's events wait, out of every read of DueEvents, until
+// the webhook is set again; why says so in tenant show. A webhook set
+// again since w was read (another secret) is left as it is.
+func (c *Catalog) ParkWebhook(ctx context.Context, w Webhook, why string) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`UPDATE webhooks SET parked = ? WHERE tenant = ? AND secret = ?`, why, w.Tenant[:], w.Secret)
+		return err
+	})
 }
 
 // NextDue returns when the earliest pending event may be sent; false when

@@ -68,7 +68,7 @@ func TestOutboxInTheChangesTransaction(t *testing.T) {
 	}{{EventStored, v1.ID}, {EventReplaced, v2.ID}, {EventDeleted, v2.ID}}
 	check := func(c *Catalog) {
 		t.Helper()
-		evs, err := c.DueEvents(ctx, time.Now(), 100)
+		evs, err := c.DueEvents(ctx, time.Now(), ids.ID{}, 100, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestOutboxInTheChangesTransaction(t *testing.T) {
 			if err := c.RecordOutcomes(ctx, []Outcome{{ID: evs[0].ID, Delivered: true}}); err != nil {
 				t.Fatal(err)
 			}
-			if evs, err = c.DueEvents(ctx, time.Now(), 100); err != nil {
+			if evs, err = c.DueEvents(ctx, time.Now(), ids.ID{}, 100, 100); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -199,7 +199,7 @@ func TestErasureEventOnceAfterItsPurges(t *testing.T) {
 	}
 	sent := 0
 	for round := 0; ; round++ {
-		evs, err := c.DueEvents(ctx, time.Now(), 100)
+		evs, err := c.DueEvents(ctx, time.Now(), ids.ID{}, 100, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
-		v, err := server.TenantShown(e.ctx, cat, t)
+		v, err := server.TenantShown(e.ctx, cat, t, webhookRules(e.opened))
 		if err != nil {
 			return err
 		}

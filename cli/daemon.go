@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	}
 	d.ln = tls.NewListener(ln, server.TLSConfig(cert))
 	s := &server.Server{Archive: d.Archive, Cat: cat, Log: log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits,
-		Disk: d.Disk, Degraded: d.degraded}
+		Disk: d.Disk, Degraded: d.degraded, Webhooks: webhookRules(cfg)}
 	if d.Replica != nil {
 		s.Replica = d.Replica
 	}
@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 	}()
 	go func() {
 		defer d.wg.Done()
-		(&webhook.Sender{Cat: cat, Key: mk, Log: log, Metrics: webhook.NewMetrics(reg), Policy: opt.Webhooks}).Run(runCtx)
+		(&webhook.Sender{Cat: cat, Key: mk, Log: log, Metrics: webhook.NewMetrics(reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}).Run(runCtx)
 	}()
 	go func() {
 		defer d.wg.Done()

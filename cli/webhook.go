@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/config"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
 )
@@ -72,11 +73,11 @@ func tenantSetWebhook(e *env, tenant, url, secretFile, caFile string) error {
 		}
 		st.CAPEM = string(pem)
 	}
-	if err := st.Check(); err != nil {
-		return err
-	}
 	cfg, err := e.loadConfig()
 	if err != nil {
+		return err
+	}
+	if err := st.Check(webhookRules(cfg)); err != nil {
 		return err
 	}
 	// The secret is kept sealed under the master key.
@@ -149,4 +150,13 @@ func webhookRetry(e *env, tenant string) error {
 			Retried int    `json:"retried"`
 		}{t.ID.String(), n})
 	})
+}
+
+// webhookRules are the rules of where webhooks may go that cfg's
+// [webhooks] table sets.
+func webhookRules(cfg *config.Config) webhook.Rules {
+	if cfg == nil {
+		return webhook.Rules{}
+	}
+	return webhook.Rules{Allow: cfg.Webhooks.Allow}
 }

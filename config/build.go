@@ -103,6 +103,7 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	}
 
 	b.replica(raw, md)
+	b.webhooks(raw)
 
 	if raw.Log.Level != nil {
 		c.Log.Level = b.str("log.level", raw.Log.Level)

@@ -31,6 +31,7 @@ type Config struct {
 	Export      Export
 	Log         Log
 	Replica     *Replica // nil when [replica] is absent: the catalog is the only copy of the keys
+	Webhooks    Webhooks
 }
 
 // Replica is where the catalog's sealed replica goes (docs/disaster-recovery.md).

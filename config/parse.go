@@ -51,6 +51,9 @@ type rawConfig struct {
 		MaxLag any   `toml:"max_lag"`
 		S3     rawS3 `toml:"s3"`
 	} `toml:"replica"`
+	Webhooks struct {
+		Allow any `toml:"allow"`
+	} `toml:"webhooks"`
 }
 
 // rawService is what [storage.s3] and [export.s3] share: where the service
@@ -74,7 +77,7 @@ type rawS3 struct {
 // tables are the keys that must hold a table.
 var tables = [][]string{
 	{"tls"}, {"retention"}, {"storage"}, {"storage", "s3"}, {"storage", "parquet"},
-	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"},
+	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"},
 }
 
 // Parse reads a configuration; path names the file in errors and anchors

@@ -124,6 +124,9 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// MaxResponseHeaderBytes bounds the headers of an answer.
+const MaxResponseHeaderBytes = 16 << 10
+
 func newTransport(cfg Config) (*http.Transport, error) {
 	connect := cfg.ConnectTimeout
 	if connect <= 0 {
@@ -167,6 +170,9 @@ func newTransport(cfg Config) (*http.Transport, error) {
 		// TLS connections all the time.
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
+		// An S3 answer's headers are a few hundred bytes: a service that
+		// sends megabytes of them is refused, not buffered.
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}, nil
 }
 

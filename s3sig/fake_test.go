@@ -262,3 +262,21 @@ func TestByteRange(t *testing.T) {
 		t.Error(got)
 	}
 }
+
+// TestHeaderBound: an answer whose headers pass MaxResponseHeaderBytes is
+// an error, not read into memory; one just under it is read.
+func TestHeaderBound(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{MaxResponseHeaderBytes - 1024, true}, {MaxResponseHeaderBytes + 1024, false}} {
+		_, cl := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			w.Header().Set("X-Padding", strings.Repeat("a", c.size))
+			w.Header().Set("Content-Length", "0")
+		})
+		_, err := cl.HeadObject(context.Background(), "b", "k")
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "headers exceeded")) {
+			t.Errorf("headers of %d bytes: %v", c.size, err)
+		}
+	}
+}

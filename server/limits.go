@@ -28,10 +28,14 @@ type Limits struct {
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
 
-	// AuthFailures failed authentications (answers 401) from one address
-	// within AuthWindow make the server refuse that address's requests that
-	// carry no valid key with 429 for AuthBlock. Defaults: 20, 1 minute,
-	// 5 minutes.
+	// AuthFailures failed authentications (answers 401 to a request that
+	// sent an Authorization header) from one address within AuthWindow
+	// make the server refuse that address's requests that carry no valid
+	// key with 429 for AuthBlock. Defaults: 20, 1 minute, 5 minutes. A
+	// request without the header guesses no key: it is answered 401 and
+	// not counted, so that a client that never authenticates (a health
+	// probe, the server's own webhook sent to itself) does not get its
+	// address, and everyone behind it, refused.
 	AuthFailures int
 	AuthWindow   time.Duration
 	AuthBlock    time.Duration
@@ -206,7 +210,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		if sw.status == http.StatusUnauthorized && lim.fail(addr) {
+		if sw.status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" && lim.fail(addr) {
 			log.Warn("authentication failures: refusing an address for a while", "address", addr,
 				"failures", lim.max, "block_seconds", int(lim.block.Seconds()))
 			if s.Cat != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,9 @@ func TestGuardBlocksFailures(t *testing.T) {
 	codes := []int{}
 	for i := 0; i < 5; i++ {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/vcons", nil))
+		r := httptest.NewRequest("GET", "/vcons", nil)
+		r.Header.Set("Authorization", "Bearer guess-"+strconv.Itoa(i))
+		h.ServeHTTP(w, r)
 		codes = append(codes, w.Code)
 	}
 	if want := []int{401, 401, 401, 429, 429}; !slices.Equal(codes, want) {
@@ -111,5 +114,25 @@ func TestGuardBlocksFailures(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != 401 {
 		t.Fatalf("another address got %d", w.Code)
+	}
+}
+
+// TestGuardCountsGuessesOnly: requests that send no Authorization header
+// (a probe, the server's own webhook deliveries sent to itself) are
+// answered 401 but guess no key: however many, they never get their
+// address blocked.
+func TestGuardCountsGuessesOnly(t *testing.T) {
+	s := &Server{Limits: Limits{AuthFailures: 3}}
+	h := s.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	for i := 0; i < 50; i++ {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/hooks", nil)
+		r.Header.Set("webhook-id", "msg_"+strconv.Itoa(i))
+		h.ServeHTTP(w, r)
+		if w.Code != 401 {
+			t.Fatalf("request %d without a key: %d, want 401", i, w.Code)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/metrics"
+	"github.com/vcon-server/vcon-server/webhook"
 )
 
 // Server serves the API over an Archive.
@@ -30,6 +31,8 @@ type Server struct {
 	// Replica holds back the writes the catalog's replica cannot take in
 	// time (server/replica.go); nil without [replica].
 	Replica Replica
+	// Webhooks are where a tenant's webhook may send (docs/webhooks.md).
+	Webhooks webhook.Rules
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.

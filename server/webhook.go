@@ -35,7 +35,7 @@ func (s *Server) setWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := webhook.Setting{URL: body.URL, Secret: body.Secret, CAPEM: body.CA}
-	if err := st.Check(); err != nil {
+	if err := st.Check(s.Webhooks); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -68,6 +68,10 @@ type WebhookView struct {
 type TenantWebhookJSON struct {
 	URL string `json:"url"`
 	CA  bool   `json:"ca"`
+	// Refused says why its events are not delivered: the rules refuse
+	// its URL (they fail at once), or its secret does not open (it is
+	// parked: they wait until it is set again). Absent when neither.
+	Refused string `json:"refused,omitempty"`
 }
 
 // TenantShownJSON is one tenant shown alone: the tenant and its webhook,
@@ -77,8 +81,9 @@ type TenantShownJSON struct {
 	Webhook *TenantWebhookJSON `json:"webhook"`
 }
 
-// TenantShown reads t's webhook and returns t as one tenant is shown.
-func TenantShown(ctx context.Context, cat *catalog.Catalog, t catalog.Tenant) (TenantShownJSON, error) {
+// TenantShown reads t's webhook and returns t as one tenant is shown,
+// its webhook's URL judged by rules.
+func TenantShown(ctx context.Context, cat *catalog.Catalog, t catalog.Tenant, rules webhook.Rules) (TenantShownJSON, error) {
 	v := TenantShownJSON{TenantJSON: TenantView(t)}
 	w, err := cat.Webhook(ctx, t.ID)
 	switch {
@@ -86,7 +91,10 @@ func TenantShown(ctx context.Context, cat *catalog.Catalog, t catalog.Tenant) (T
 	case err != nil:
 		return v, err
 	default:
-		v.Webhook = &TenantWebhookJSON{URL: w.URL, CA: w.CAPEM != ""}
+		v.Webhook = &TenantWebhookJSON{URL: w.URL, CA: w.CAPEM != "", Refused: w.Parked}
+		if err := rules.CheckURL(w.URL); err != nil {
+			v.Webhook.Refused = err.Error()
+		}
 	}
 	return v, nil
 }

@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,18 +54,32 @@ type Sender struct {
 	Log     *slog.Logger
 	Metrics *Metrics
 	Policy  Policy
+	Rules   Rules // where deliveries may go
 	Now     func() time.Time
 
 	mu      sync.Mutex
-	clients map[string]*http.Client // by the endpoint's CA certificates ("" for the system's)
-	warned  map[ids.ID]bool         // tenants whose secret does not open, warned once
-	counted time.Time               // when the gauges were last counted
-	outbox  int                     // the rows they counted
+	clients map[clientKey]*http.Client
+	warned  map[ids.ID]bool // tenants whose webhook the rules refuse, warned once
+	cursor  ids.ID          // the last tenant an attempt began for: the next look starts after it
+	counted time.Time       // when the gauges were last counted
+	outbox  int             // the rows they counted
+}
+
+// clientKey tells the clients apart: by the endpoint's CA certificates
+// ("" for the system's), and whether it is plain http, which may go to an
+// allowed loopback address only.
+type clientKey struct {
+	caPEM string
+	plain bool
 }
 
 // workers bounds the attempts at once, perTenant those of one tenant, so
 // that a slow endpoint holds back its own tenant's events only; look
-// bounds the due events read at a time beyond those in flight.
+// bounds the due events read at a time beyond those in flight. Each look
+// reads up to perTenant events of each tenant in turn, and gives a free
+// worker to a tenant with fewer attempts in flight first: a tenant with
+// none waits at most until some attempt ends, one attempt's timeout,
+// however many events other tenants have behind slow endpoints.
 const (
 	workers   = 8
 	perTenant = workers / 2
@@ -138,19 +152,16 @@ func (s *Sender) Run(ctx context.Context) {
 			if !horizon.IsZero() {
 				due, horizon = horizon, time.Time{}
 			}
-			started, err := s.start(ctx, due, inflight, perT, results, &wg)
-			if err != nil && ctx.Err() == nil {
+			if _, err := s.start(ctx, due, inflight, perT, results, &wg); err != nil && ctx.Err() == nil {
 				s.Log.Warn("webhook: reading the outbox failed", "error", err.Error())
 			}
 			s.count(ctx)
-			if started == 0 && len(inflight) == 0 {
-				// Nothing to send: wait for a commit, the next event's
-				// time, or a second (an event whose endpoint cannot be
-				// opened waits so).
-				idle = s.Now().Add(time.Second)
-				if next, ok, err := s.Cat.NextDue(ctx); err == nil && ok && next.Before(idle) && next.After(now) {
-					idle = next
-				}
+			// Look again at a commit, an attempt's end, the next event's
+			// time, or within a second: an event held back by its
+			// tenant's bound waits for one of its attempts to end.
+			idle = s.Now().Add(time.Second)
+			if next, ok, err := s.Cat.NextDue(ctx); err == nil && ok && next.Before(idle) && next.After(now) {
+				idle = next
 			}
 		}
 		select {
@@ -163,37 +174,61 @@ func (s *Sender) Run(ctx context.Context) {
 }
 
 // start begins attempts for the events due at due that are not in flight,
-// within the bounds, and returns how many it began.
+// within the bounds, and returns how many it began. The catalog reads
+// each tenant's oldest due events in turn, from the one after the tenant
+// last served; the free workers go first to the tenants with the fewest
+// attempts in flight, in that order.
 func (s *Sender) start(ctx context.Context, due time.Time, inflight map[int64]bool, perT map[ids.ID]int, results chan<- result, wg *sync.WaitGroup) (int, error) {
-	evs, err := s.Cat.DueEvents(ctx, due, look+len(inflight))
+	evs, err := s.Cat.DueEvents(ctx, due, s.cursor, perTenant, look+len(inflight))
 	if err != nil {
 		return 0, err
 	}
-	hooks := map[ids.ID]*endpoint{}
-	n := 0
+	type lane struct {
+		tenant ids.ID
+		ep     *endpoint
+		evs    []catalog.Event
+	}
+	var lanes []*lane
 	for _, e := range evs {
-		if len(inflight) >= workers {
-			break
-		}
-		if inflight[e.ID] || perT[e.Tenant] >= perTenant {
+		if inflight[e.ID] {
 			continue
 		}
-		ep, ok := hooks[e.Tenant]
-		if !ok {
-			ep = s.endpoint(ctx, e.Tenant)
-			hooks[e.Tenant] = ep
+		if len(lanes) == 0 || lanes[len(lanes)-1].tenant != e.Tenant {
+			lanes = append(lanes, &lane{tenant: e.Tenant})
 		}
-		if ep == nil {
-			continue // no endpoint that opens: the event waits
+		l := lanes[len(lanes)-1]
+		l.evs = append(l.evs, e)
+	}
+	n, last := 0, -1
+	for level := 0; level < perTenant && len(inflight) < workers; level++ {
+		for i, l := range lanes {
+			if len(inflight) >= workers {
+				break
+			}
+			if len(l.evs) == 0 || perT[l.tenant] > level {
+				continue
+			}
+			if l.ep == nil {
+				if l.ep = s.endpoint(ctx, l.tenant); l.ep == nil {
+					l.evs = nil // parked: its events wait
+					continue
+				}
+			}
+			e, ep := l.evs[0], l.ep
+			l.evs = l.evs[1:]
+			inflight[e.ID] = true
+			perT[e.Tenant]++
+			n++
+			last = max(last, i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results <- result{out: s.attempt(ctx, ep, e), event: e, tenant: e.Tenant}
+			}()
 		}
-		inflight[e.ID] = true
-		perT[e.Tenant]++
-		n++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results <- result{out: s.attempt(ctx, ep, e), event: e, tenant: e.Tenant}
-		}()
+	}
+	if last >= 0 {
+		s.cursor = lanes[last].tenant
 	}
 	return n, nil
 }
@@ -234,11 +269,12 @@ func (s *Sender) count(ctx context.Context) {
 }
 
 // endpoint is a tenant's webhook as one pass sends to it; nil when it has
-// none (turned off since) or its secret does not open.
+// none (turned off since) or it is parked.
 type endpoint struct {
-	url    string
-	key    []byte
-	client *http.Client
+	url     string
+	key     []byte
+	client  *http.Client
+	refused string // why the rules refuse its URL: its events fail at once
 }
 
 func (s *Sender) endpoint(ctx context.Context, tenant ids.ID) *endpoint {
@@ -247,22 +283,41 @@ func (s *Sender) endpoint(ctx context.Context, tenant ids.ID) *endpoint {
 		return nil
 	}
 	ep, err := s.open(w)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.warned == nil {
-		s.warned = map[ids.ID]bool{}
-	}
-	if err == nil {
-		delete(s.warned, tenant)
-		return ep
-	}
-	if !s.warned[tenant] {
-		s.warned[tenant] = true
-		// No tenant in the log: the events wait, and webhook failed shows
-		// nothing, so the operator sets the webhook again (docs/webhooks.md).
+	if err != nil {
+		// Parked: the catalog leaves its events out of every look until
+		// the webhook is set again, and tenant show says why. No tenant
+		// in the log.
+		why := "parked: its secret does not open with this master key (" + err.Error() + "); its events wait until the webhook is set again (tenant set-webhook)"
+		if perr := s.Cat.ParkWebhook(ctx, w, why); perr != nil {
+			s.Log.Warn("webhook: parking a webhook failed", "error", perr.Error())
+		}
 		s.Log.Warn("webhook: a tenant's webhook secret does not open with this master key (a rotation?); its events wait until the webhook is set again", "error", err.Error())
+		return nil
 	}
-	return nil
+	if err := s.Rules.CheckURL(w.URL); err != nil {
+		ep.refused = refusedText(err)
+		s.mu.Lock()
+		if s.warned == nil {
+			s.warned = map[ids.ID]bool{}
+		}
+		first := !s.warned[tenant]
+		s.warned[tenant] = true
+		s.mu.Unlock()
+		if first {
+			s.Log.Warn("webhook: a tenant's webhook URL is one the rules refuse; its events fail at once (webhook failed lists them)", "error", ep.refused)
+		}
+	}
+	return ep
+}
+
+// refusedText is what an event of a webhook whose URL the rules refuse
+// fails with: the rule, without the URL.
+func refusedText(err error) string {
+	var r *refusedURL
+	if errors.As(err, &r) {
+		return "address not allowed: " + r.why
+	}
+	return "address not allowed"
 }
 
 // open makes the endpoint of a webhook's row: its secret opened, its
@@ -276,41 +331,63 @@ func (s *Sender) open(w catalog.Webhook) (*endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := s.client(w.CAPEM)
+	client, err := s.client(clientKey{caPEM: w.CAPEM, plain: strings.HasPrefix(w.URL, "http:")})
 	if err != nil {
 		return nil, err
 	}
 	return &endpoint{url: w.URL, key: key, client: client}, nil
 }
 
-// client returns the HTTP client that trusts caPEM (the system's roots
-// when empty), one per set of roots, keeping its connections.
-func (s *Sender) client(caPEM string) (*http.Client, error) {
+// roots are the certificates of caPEM; nil (the system's) when empty.
+func roots(caPEM string) (*x509.CertPool, error) {
+	if caPEM == "" {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(caPEM)) {
+		return nil, errors.New("the webhook's CA file holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// maxHeaderBytes bounds an answer's headers: a receiver has nothing to
+// say in them.
+const maxHeaderBytes = 16 << 10
+
+// client returns the HTTP client of k, one each, keeping its connections.
+// It connects where the rules allow only, never through a proxy (a proxy
+// from the environment would connect for it, wherever a URL said), and
+// takes no redirect.
+func (s *Sender) client(k clientKey) (*http.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.clients[caPEM]; ok {
+	if c, ok := s.clients[k]; ok {
 		return c, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caPEM != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(caPEM)) {
-			return nil, errors.New("the webhook's CA file holds no PEM certificate")
-		}
-		cfg.RootCAs = pool
+	pool, err := roots(k.caPEM)
+	if err != nil {
+		return nil, err
 	}
 	c := &http.Client{
 		Timeout: s.Policy.Timeout,
-		Transport: &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: workers, IdleConnTimeout: time.Minute,
-			ForceAttemptHTTP2: true, TLSHandshakeTimeout: s.Policy.Timeout},
+		Transport: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            s.Rules.dialer(k.plain, s.Policy.Timeout).DialContext,
+			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool},
+			MaxIdleConnsPerHost:    workers,
+			IdleConnTimeout:        time.Minute,
+			ForceAttemptHTTP2:      true,
+			TLSHandshakeTimeout:    s.Policy.Timeout,
+			MaxResponseHeaderBytes: maxHeaderBytes,
+		},
 		// A redirect is an answer like any other: not taken, so a signed
 		// event never goes where the operator did not set.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	if s.clients == nil {
-		s.clients = map[string]*http.Client{}
+		s.clients = map[clientKey]*http.Client{}
 	}
-	s.clients[caPEM] = c
+	s.clients[k] = c
 	return c, nil
 }
 
@@ -321,6 +398,12 @@ func (s *Sender) attempt(ctx context.Context, ep *endpoint, e catalog.Event) cat
 		// this is a secret that does not open; the event waits.
 		return catalog.Outcome{}
 	}
+	n := e.Attempts + 1
+	if ep.refused != "" {
+		// No attempt can succeed until the rules change: failed now, for
+		// webhook failed to list and webhook retry to send again.
+		return catalog.Outcome{ID: e.ID, Attempts: n, Failed: true, Error: ep.refused}
+	}
 	body := Payload(e)
 	err := s.post(ctx, ep, e.MsgID, body)
 	if err == nil {
@@ -330,9 +413,11 @@ func (s *Sender) attempt(ctx context.Context, ep *endpoint, e catalog.Event) cat
 	if ctx.Err() != nil {
 		return catalog.Outcome{}
 	}
-	n := e.Attempts + 1
 	out := catalog.Outcome{ID: e.ID, Attempts: n, Error: err.Error()}
-	if n >= s.Policy.Attempts {
+	if errors.Is(err, errNotAllowed) {
+		out.Failed = true // what the name resolved to is refused: as above
+	}
+	if out.Failed || n >= s.Policy.Attempts {
 		out.Failed = true
 		s.Log.Warn("webhook: an event failed after the last attempt; vcon-server webhook failed lists it, webhook retry sends it again", "type", e.Type, "attempts", n, "error", err.Error())
 	} else {
@@ -343,7 +428,7 @@ func (s *Sender) attempt(ctx context.Context, ep *endpoint, e catalog.Event) cat
 }
 
 // post makes one signed POST; any answer but a 2xx is an error whose text
-// names no URL (it reaches the log and the outbox).
+// names no URL, address or port (it reaches the log and the outbox).
 func (s *Sender) post(ctx context.Context, ep *endpoint, msgID string, body []byte) error {
 	now := s.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(body))
@@ -358,11 +443,7 @@ func (s *Sender) post(ctx context.Context, ep *endpoint, msgID string, body []by
 	h.Set("webhook-signature", Sign(ep.key, msgID, now, body))
 	resp, err := ep.client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("no answer: %w", err)
+		return &attemptError{reason(err), err}
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -371,3 +452,13 @@ func (s *Sender) post(ctx context.Context, ep *endpoint, msgID string, body []by
 	}
 	return nil
 }
+
+// attemptError is an attempt that got no answer: its text is the reason
+// alone (no address), its cause kept for errors.Is.
+type attemptError struct {
+	text  string
+	cause error
+}
+
+func (e *attemptError) Error() string { return "no answer: " + e.text }
+func (e *attemptError) Unwrap() error { return e.cause }

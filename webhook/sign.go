@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -59,26 +57,6 @@ func Sign(key []byte, msgID string, ts time.Time, body []byte) string {
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// CheckURL accepts an https URL, and an http one to a loopback address
-// (a test, a sidecar on the same host): events leave the host encrypted.
-func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil {
-		return fmt.Errorf("the webhook URL %q is not an absolute http(s) URL without credentials", raw)
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		host := u.Hostname()
-		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
-			return nil
-		}
-		return fmt.Errorf("the webhook URL %q is http to another host; use https (http is for a loopback address only)", raw)
-	}
-	return fmt.Errorf("the webhook URL %q must be https", raw)
-}
-
 // Body is what a delivery sends: the event's type, its time and the ids
 // it is about.
 type Body struct {
@@ -116,18 +94,15 @@ type Setting struct {
 	CAPEM  string
 }
 
-// Check refuses a setting that could not deliver, saying what to change.
-func (st Setting) Check() error {
-	if err := CheckURL(st.URL); err != nil {
+// Check refuses a setting that could not deliver, or that the rules
+// refuse, saying what to change.
+func (st Setting) Check(r Rules) error {
+	if err := r.CheckURL(st.URL); err != nil {
 		return err
 	}
 	if _, err := ParseSecret(st.Secret); err != nil {
 		return err
 	}
-	if st.CAPEM != "" {
-		if _, err := (&Sender{}).client(st.CAPEM); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := roots(st.CAPEM)
+	return err
 }

@@ -38,25 +38,6 @@ func TestParseSecret(t *testing.T) {
 	}
 }
 
-func TestCheckURL(t *testing.T) {
-	for u, ok := range map[string]bool{
-		"https://hooks.example.com/vcon": true,
-		"https://10.0.0.1:8443/h":        true,
-		"http://127.0.0.1:9000/h":        true,
-		"http://[::1]:9000/h":            true,
-		"http://localhost/h":             true,
-		"http://hooks.example.com/vcon":  false,
-		"http://10.0.0.1/h":              false,
-		"ftp://127.0.0.1/h":              false,
-		"https://user:pw@example.com/h":  false,
-		"/relative":                      false,
-	} {
-		if err := CheckURL(u); (err == nil) != ok {
-			t.Errorf("CheckURL(%q): %v", u, err)
-		}
-	}
-}
-
 // TestWait: exponential from First, capped at Max, each wait between half
 // of its step and all of it.
 func TestWait(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 // (docs/FORMAT.md, "Master-key rotation").
 func rotationWebhook(t *testing.T, e *testenv.Env, tenant, token string) func() {
 	rcv := webhooktest.Start(t, t.TempDir())
+	e.WriteConfig(webhooktest.AllowLoopback)
 	e.CLI("tenant", "set-webhook", tenant, rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)
 	return func() {
 		t.Helper()

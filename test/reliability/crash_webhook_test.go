@@ -15,6 +15,7 @@ import (
 // event exactly once (docs/webhooks.md).
 func crashWebhook(t *testing.T, c *crashEnv, point string) {
 	e := binaryEnv(t, c, false, "", testenv.Options{})
+	e.WriteConfig(webhooktest.AllowLoopback)
 	k := e.NewKey(e.Tenant("acme"), "write", "read")
 	rcv := webhooktest.Start(t, t.TempDir())
 	rcv.FailWith(func(int) int { return 500 })

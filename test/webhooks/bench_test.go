@@ -73,7 +73,9 @@ func ingest(b *testing.B, e *testenv.Env, token string, n, c int) float64 {
 // 18 wants at 0.9 or more. Run: go test ./test/webhooks -run '^$'
 // -bench IngestWebhook -benchtime 1x
 func BenchmarkIngestWebhook(b *testing.B) {
-	e := testenv.New(b, testenv.Options{})
+	e := testenv.Prepare(b, testenv.Options{})
+	e.WriteConfig(webhooktest.AllowLoopback)
+	e.Start()
 	rcv := webhooktest.Start(b, b.TempDir())
 	off := e.NewKey(e.Tenant("off"), "write").Token
 	on := e.NewKey(e.Tenant("on"), "write").Token

@@ -19,6 +19,7 @@ import (
 // not wait out the backoff), each under the webhook-id of its attempts.
 func TestKilledWithEventsPending(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t)})
+	e.WriteConfig(webhooktest.AllowLoopback)
 	k := e.NewKey(e.Tenant("acme"), "write")
 	rcv := webhooktest.Start(t, t.TempDir())
 	rcv.FailWith(func(int) int { return 500 })
@@ -78,6 +79,7 @@ func TestKilledWithEventsPending(t *testing.T) {
 // committed without its event.
 func TestCrashAfterCommitKeepsEvent(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t)})
+	e.WriteConfig(webhooktest.AllowLoopback)
 	k := e.NewKey(e.Tenant("acme"), "write", "read")
 	rcv := webhooktest.Start(t, t.TempDir())
 	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)

@@ -18,6 +18,7 @@ import (
 // under the new key, so events keep flowing after it.
 func TestRotationReseals(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{Webhooks: fast})
+	e.WriteConfig(webhooktest.AllowLoopback)
 	k := e.NewKey(e.Tenant("acme"), "write")
 	rcv := webhooktest.Start(t, t.TempDir())
 	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)

@@ -148,11 +148,12 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		r.expect(400, "a header twice", false, m, target, ops, nil, "If-None-Match", `"a"`, "If-None-Match", `"b"`)
 		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter}[op.Key]
 		r.expect(400, "a query parameter the route does not take", false, m, target+"?nope=1", right, nil)
-		// Two failed authentications block an address (Limits above);
+		// Two failed authentications (a wrong key: a request without one is
+		// not counted) block an address (Limits above);
 		// then it gets 429 without a valid key, on every route.
 		addr := r.nextAddr()
 		for i := 0; i < 2; i++ {
-			r.from(addr, "failing authentication", false, "GET", "/vcons", "", nil)
+			r.from(addr, "failing authentication", false, "GET", "/vcons", "not-a-key", nil)
 		}
 		if x := r.from(addr, "after failed authentications", false, m, target, "", nil); x.Status != 429 || x.RespHeader.Get("Retry-After") == "" {
 			t.Errorf("%s, want 429 with Retry-After", x)
@@ -355,8 +356,8 @@ func admin(r *runner, ops, tenant string) {
 		{"retention", `{"retention":"365d"}`, `{"retention":"1y"}`},
 		{"retention", `{"retention":null}`, `{"retention":7}`},
 		{"search", `{"search":"off"}`, `{"search":"all"}`},
-		{"webhook", `{"url":"https://127.0.0.1:9/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`, `{"url":"http://192.0.2.1/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`},
-		{"webhook", `{"url":"off"}`, `{"url":"https://127.0.0.1:9/hook","secret":"whsec_short"}`},
+		{"webhook", `{"url":"https://hooks.example.com/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`, `{"url":"http://192.0.2.1/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`},
+		{"webhook", `{"url":"off"}`, `{"url":"https://hooks.example.com/hook","secret":"whsec_short"}`},
 	} {
 		r.expect(200, "a "+c.route+" setting", true, "PUT", at+"/"+c.route, ops, []byte(c.good), js...)
 		if c.route == "webhook" {

@@ -36,6 +36,11 @@ type Event struct {
 	} `json:"data"`
 }
 
+// AllowLoopback is the configuration's table that lets webhooks reach a
+// receiver on 127.0.0.1, where every test's receiver listens
+// (docs/webhooks.md, "Where events may go").
+const AllowLoopback = "[webhooks]\nallow = [\"127.0.0.1\"]\n"
+
 // Receiver is a TLS endpoint that takes webhook deliveries.
 type Receiver struct {
 	Srv        *httptest.Server

@@ -81,7 +81,9 @@ const qAdminLog = `SELECT id, at, actor, label, action, target, status, tenant F
 type Cursor struct{ at, id int64 }
 
 // String is the cursor as a client sends it back: two numbers.
-func (c Cursor) String() string { return strconv.FormatInt(c.at, 10) + "." + strconv.FormatInt(c.id, 10) }
+func (c Cursor) String() string {
+	return strconv.FormatInt(c.at, 10) + "." + strconv.FormatInt(c.id, 10)
+}
 
 // ParseCursor reads what Cursor.String wrote.
 func ParseCursor(s string) (Cursor, error) {

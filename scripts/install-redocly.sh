@@ -28,6 +28,12 @@ command -v npm >/dev/null || {
 	exit 1
 }
 
+# @redocly/cli 2.77.0 runs on Node.js 20.19 or later (22.12 or later on 22).
+"$node" -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 22 || (a === 22 && b >= 12) || (a === 20 && b >= 19) ? 0 : 1)' || {
+	echo "install-redocly.sh: node $("$node" --version) is too old for @redocly/cli 2.77.0; install Node.js 20.19 or later (22.12 or later on 22)" >&2
+	exit 1
+}
+
 mkdir -p "$dest" "$bin"
 
 # .installed-lock is written only after npm ci succeeded, so a cut-off

@@ -19,32 +19,13 @@ tools=${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}
 dest=$tools/redocly-node
 bin=$tools/bin
 
-node=$(command -v node) || {
-	echo "install-redocly.sh: node is not on PATH; install Node.js 20.19 or later (Debian: apt-get install nodejs npm)" >&2
-	exit 1
-}
-command -v npm >/dev/null || {
-	echo "install-redocly.sh: npm is not on PATH; install it (Debian: apt-get install npm)" >&2
-	exit 1
-}
-
+node=$("$here/npm-lock-install.sh" install-redocly.sh "$src" "$dest" @redocly/cli)
 # @redocly/cli 2.77.0 runs on Node.js 20.19 or later (22.12 or later on 22).
 "$node" -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 22 || (a === 22 && b >= 12) || (a === 20 && b >= 19) ? 0 : 1)' || {
 	echo "install-redocly.sh: node $("$node" --version) is too old for @redocly/cli 2.77.0; install Node.js 20.19 or later (22.12 or later on 22)" >&2
 	exit 1
 }
-
-mkdir -p "$dest" "$bin"
-
-# .installed-lock is written only after npm ci succeeded, so a cut-off
-# install is redone by the next run.
-if ! cmp -s "$src/package-lock.json" "$dest/.installed-lock" ||
-	[ ! -f "$dest/node_modules/@redocly/cli/package.json" ]; then
-	rm -f "$dest/.installed-lock"
-	cp "$src/package.json" "$src/package-lock.json" "$dest/"
-	(cd "$dest" && npm ci --no-audit --no-fund --loglevel=error)
-	cp "$src/package-lock.json" "$dest/.installed-lock"
-fi
+mkdir -p "$bin"
 
 # The wrapper names node by its full path, so it also runs where PATH is
 # different (go test with a trimmed environment).

@@ -18,8 +18,9 @@ run: build
 
 # Everything: formatting, vet, and every test with the race detector,
 # against real S3 servers and real DuckDB, which test-tools installs; then
-# test/openapi, the OpenAPI document checked with an OpenAPI library, a
-# module of its own so that the library is no requirement of the binary.
+# test/openapi, the OpenAPI document checked with an OpenAPI library and
+# linted by Redocly's CLI (installed by test-tools too), a module of its
+# own so that the library is no requirement of the binary.
 test: lint test-tools
 	$(GO) test -race -timeout 30m ./...
 	cd test/openapi && $(GO) test -count=1 ./...
@@ -27,6 +28,7 @@ test: lint test-tools
 test-tools:
 	scripts/install-test-tools.sh
 	scripts/install-duckdb.sh
+	scripts/install-redocly.sh
 	cd test/openapi && $(GO) mod download
 
 # The documentation pages, run against the real binary (also part of test).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -64,21 +66,50 @@ func nullString(s string) any {
 	return s
 }
 
-// qAudit reads a tenant's records in a time range, in time order:
-// audit_by_tenant, whose rows end with the record's id.
-const qAudit = `SELECT at, actor, label, action, target, status, '' FROM audit
-	WHERE tenant = ? AND at >= ? AND at < ? ORDER BY at, id`
+// qAudit reads a tenant's records in a time range, in time order, after
+// a cursor: audit_by_tenant, whose rows end with the record's id.
+const qAudit = `SELECT id, at, actor, label, action, target, status, '' FROM audit
+	WHERE tenant = ? AND at >= ? AND at < ? AND (at, id) > (?, ?) ORDER BY at, id LIMIT ?`
 
-// qAdminLog reads the admin log's records in a time range, in time order:
+// qAdminLog reads the admin log's records as qAudit does a tenant's:
 // admin_log_by_time.
-const qAdminLog = `SELECT at, actor, label, action, target, status, tenant FROM admin_log
-	WHERE at >= ? AND at < ? ORDER BY at, id`
+const qAdminLog = `SELECT id, at, actor, label, action, target, status, tenant FROM admin_log
+	WHERE at >= ? AND at < ? AND (at, id) > (?, ?) ORDER BY at, id LIMIT ?`
+
+// A Cursor is where a page of a log ended: the next page starts after it.
+// The zero Cursor is before the first record.
+type Cursor struct{ at, id int64 }
+
+// String is the cursor as a client sends it back: two numbers.
+func (c Cursor) String() string {
+	return strconv.FormatInt(c.at, 10) + "." + strconv.FormatInt(c.id, 10)
+}
+
+// ParseCursor reads what Cursor.String wrote.
+func ParseCursor(s string) (Cursor, error) {
+	a, b, ok := strings.Cut(s, ".")
+	at, err1 := strconv.ParseInt(a, 10, 64)
+	id, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || id < 1 {
+		return Cursor{}, fmt.Errorf("%q is not a cursor of the log: send the one the last page named", s)
+	}
+	return Cursor{at, id}, nil
+}
+
+// LogRange is which records a read of a log takes: those stored at or
+// after Since and before Until (zero times: no bound), after After, at
+// most Limit of them (0: every one).
+type LogRange struct {
+	Since, Until time.Time
+	After        Cursor
+	Limit        int
+}
 
 // AuditRecords streams a tenant's records in time order (in the order they
 // were written, for one time), stored at or after since and before until
 // (zero times: no bound).
 func (c *Catalog) AuditRecords(ctx context.Context, tenant ids.ID, since, until time.Time, fn func(Record) error) error {
-	return c.records(ctx, qAudit, []any{tenant[:]}, since, until, func(r Record) error {
+	return c.records(ctx, qAudit, []any{tenant[:]}, LogRange{Since: since, Until: until}, func(r Record, _ Cursor) error {
 		r.Tenant = tenant.String()
 		return fn(r)
 	})
@@ -86,31 +117,60 @@ func (c *Catalog) AuditRecords(ctx context.Context, tenant ids.ID, since, until 
 
 // AdminRecords streams the admin log as AuditRecords does a tenant's.
 func (c *Catalog) AdminRecords(ctx context.Context, since, until time.Time, fn func(Record) error) error {
-	return c.records(ctx, qAdminLog, nil, since, until, fn)
+	return c.records(ctx, qAdminLog, nil, LogRange{Since: since, Until: until}, func(r Record, _ Cursor) error { return fn(r) })
 }
 
-func (c *Catalog) records(ctx context.Context, q string, args []any, since, until time.Time, fn func(Record) error) error {
+// AdminPage reads one page of the admin log, in the order of AdminRecords:
+// at most rg.Limit records (1 or more) after rg.After. more says whether
+// records follow; next is then where the page ended.
+func (c *Catalog) AdminPage(ctx context.Context, rg LogRange) (page []Record, next Cursor, more bool, err error) {
+	limit := rg.Limit
+	rg.Limit++ // one more than asked for tells whether another page follows
+	err = c.records(ctx, qAdminLog, nil, rg, func(r Record, at Cursor) error {
+		if len(page) == limit {
+			more = true
+			return nil
+		}
+		page, next = append(page, r), at
+		return nil
+	})
+	if err != nil {
+		return nil, Cursor{}, false, err
+	}
+	return page, next, more, nil
+}
+
+// records calls fn with each record of q in rg and the cursor after it.
+func (c *Catalog) records(ctx context.Context, q string, args []any, rg LogRange, fn func(Record, Cursor) error) error {
 	lo, hi := int64(-1<<63), int64(1<<63-1)
-	if !since.IsZero() {
-		lo = nanos(since)
+	if !rg.Since.IsZero() {
+		lo = nanos(rg.Since)
 	}
-	if !until.IsZero() {
-		hi = nanos(until)
+	if !rg.Until.IsZero() {
+		hi = nanos(rg.Until)
 	}
-	rows, err := c.db.QueryContext(ctx, q, append(args, lo, hi)...)
+	after := rg.After
+	if after == (Cursor{}) {
+		after = Cursor{-1 << 63, -1 << 63}
+	}
+	limit := int64(-1) // SQLite: no limit
+	if rg.Limit > 0 {
+		limit = int64(rg.Limit)
+	}
+	rows, err := c.db.QueryContext(ctx, q, append(args, lo, hi, after.at, after.id, limit)...)
 	if err != nil {
 		return fmt.Errorf("catalog: read audit log: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var r Record
-		var at int64
+		var cur Cursor
 		var target, tenant sql.NullString
-		if err := rows.Scan(&at, &r.Actor, &r.Label, &r.Action, &target, &r.Status, &tenant); err != nil {
+		if err := rows.Scan(&cur.id, &cur.at, &r.Actor, &r.Label, &r.Action, &target, &r.Status, &tenant); err != nil {
 			return fmt.Errorf("catalog: read audit log: %w", err)
 		}
-		r.Time, r.Target, r.Tenant = fromNanos(at), target.String, tenant.String
-		if err := fn(r); err != nil {
+		r.Time, r.Target, r.Tenant = fromNanos(cur.at), target.String, tenant.String
+		if err := fn(r, cur); err != nil {
 			return err
 		}
 	}

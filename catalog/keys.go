@@ -19,8 +19,25 @@ import (
 // Scopes a tenant key may hold.
 var Scopes = []string{"write", "read", "delete"}
 
+// The scopes an operator key may hold, each a part of the admin API
+// (docs/keys-and-audit.md); every admin route names one (server/server.go).
+const (
+	ScopeMetrics  = "metrics"  // GET /metrics
+	ScopeTenants  = "tenants"  // tenants and every tenant setting
+	ScopeHolds    = "holds"    // legal holds
+	ScopeWebhooks = "webhooks" // a tenant's webhook
+	ScopeLog      = "log"      // the admin log
+)
+
+// OperatorScopes is every scope an operator key may hold. An operator key
+// stored without scopes holds them all: so are the keys made before
+// operator keys had scopes, and those made since without --scope, which
+// then also hold a scope added later.
+var OperatorScopes = []string{ScopeMetrics, ScopeTenants, ScopeHolds, ScopeWebhooks, ScopeLog}
+
 // Key is an API key. Tenant is nil for an operator key. The token itself is
-// never stored: only its SHA-256.
+// never stored: only its SHA-256. Scopes are the key's scopes, an
+// operator key's every scope when it was made without any.
 type Key struct {
 	ID        string
 	Tenant    *ids.ID
@@ -46,6 +63,7 @@ func HashToken(token string) []byte {
 }
 
 // CreateKey makes a key and returns it with its token, which is shown once.
+// An operator key with no scopes holds every operator scope.
 func (tx *Tx) CreateKey(tenant *ids.ID, scopes []string, label string) (Key, string, error) {
 	var idb [8]byte
 	var secret [32]byte
@@ -55,7 +73,7 @@ func (tx *Tx) CreateKey(tenant *ids.ID, scopes []string, label string) (Key, str
 	if _, err := rand.Read(secret[:]); err != nil {
 		return Key{}, "", err
 	}
-	k := Key{ID: hex.EncodeToString(idb[:]), Tenant: tenant, Scopes: scopes, Label: label, CreatedAt: tx.now}
+	k := Key{ID: hex.EncodeToString(idb[:]), Tenant: tenant, Scopes: keyScopes(tenant, scopes), Label: label, CreatedAt: tx.now}
 	token := tokenPrefix + k.ID + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	var tb any
 	if tenant != nil {
@@ -85,6 +103,14 @@ func (tx *Tx) RevokeKey(id string) (Key, error) {
 	return k, nil
 }
 
+// keyScopes is what a key stored with scopes holds.
+func keyScopes(tenant *ids.ID, scopes []string) []string {
+	if tenant == nil && len(scopes) == 0 {
+		return slices.Clone(OperatorScopes)
+	}
+	return scopes
+}
+
 const keyCols = `id, tenant, scopes, label, created_at, revoked_at`
 
 func scanKey(row interface{ Scan(...any) error }) (Key, error) {
@@ -104,9 +130,11 @@ func scanKey(row interface{ Scan(...any) error }) (Key, error) {
 		copy(t[:], tenant)
 		k.Tenant = &t
 	}
+	var list []string
 	if scopes != "" {
-		k.Scopes = strings.Split(scopes, ",")
+		list = strings.Split(scopes, ",")
 	}
+	k.Scopes = keyScopes(k.Tenant, list)
 	k.CreatedAt = fromNanos(created)
 	k.RevokedAt = nullTime(revoked)
 	return k, nil

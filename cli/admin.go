@@ -30,9 +30,9 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			keyTenant, keyLabel, keyScopes, keyOperator = "", "", nil, false
 			fs.StringVar(&keyTenant, "tenant", "", "the tenant (id or name) of a tenant key")
-			fs.Var(&keyScopes, "scope", "a scope of a tenant key: write, read or delete (repeat for more)")
+			fs.Var(&keyScopes, "scope", "a scope: write, read or delete for a tenant key; metrics, tenants, holds, webhooks or log for an operator key, which holds them all without (repeat for more)")
 			fs.StringVar(&keyLabel, "label", "", "a label saying whose key it is (required)")
-			fs.BoolVar(&keyOperator, "operator", false, "an operator key, for the admin API of every tenant")
+			fs.BoolVar(&keyOperator, "operator", false, "an operator key, for the admin API of every tenant and /metrics")
 		},
 		run: func(e *env, fs *flag.FlagSet, args []string) error {
 			return keyCreate(e, keyTenant, keyScopes, keyLabel, keyOperator)
@@ -173,11 +173,15 @@ func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
 }
 
 func keyCreate(e *env, tenant string, scopes []string, label string, operator bool) error {
+	valid := catalog.Scopes
+	if operator {
+		valid = catalog.OperatorScopes
+	}
 	switch {
 	case label == "":
 		return errors.New("key create needs --label, saying whose key it is")
-	case operator && (tenant != "" || len(scopes) > 0):
-		return errors.New("an --operator key has no --tenant and no --scope: it may use the admin API of every tenant")
+	case operator && tenant != "":
+		return errors.New("an --operator key has no --tenant: it may use the admin API of every tenant")
 	case !operator && tenant == "":
 		return errors.New("key create needs --tenant T and at least one --scope, or --operator")
 	case !operator && len(scopes) == 0:
@@ -185,8 +189,8 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 	}
 	var clean []string
 	for _, s := range scopes {
-		if !slices.Contains(catalog.Scopes, s) {
-			return fmt.Errorf("unknown scope %q: use %s", s, strings.Join(catalog.Scopes, ", "))
+		if !slices.Contains(valid, s) {
+			return fmt.Errorf("unknown scope %q: use %s", s, strings.Join(valid, ", "))
 		}
 		if !slices.Contains(clean, s) {
 			clean = append(clean, s)
@@ -214,9 +218,6 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 		s := tid.String()
 		tenantText = &s
 	}
-	if clean == nil {
-		clean = []string{}
-	}
 	return e.emit(struct {
 		ID       string   `json:"id"`
 		Tenant   *string  `json:"tenant"`
@@ -224,7 +225,7 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 		Scopes   []string `json:"scopes"`
 		Label    string   `json:"label"`
 		Token    string   `json:"token"`
-	}{k.ID, tenantText, operator, clean, label, token})
+	}{k.ID, tenantText, operator, k.Scopes, label, token})
 }
 
 func keyList(e *env, tenant string) error {
@@ -299,32 +300,10 @@ func holdList(e *env, _ *flag.FlagSet, args []string) error {
 	})
 }
 
-// parseTime reads --since/--until; the refusal text is the one the export
-// page shows.
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return t, fmt.Errorf("%q is not an RFC 3339 time such as 2026-11-05T00:00:00Z", s)
-	}
-	return t, nil
-}
-
+// parseWindow reads --since/--until; the refusal texts are the ones the
+// export page shows.
 func parseWindow(since, until string) (time.Time, time.Time, error) {
-	s, err := parseTime(since)
-	if err != nil {
-		return s, s, err
-	}
-	u, err := parseTime(until)
-	if err != nil {
-		return s, u, err
-	}
-	if !s.IsZero() && !u.IsZero() && !s.Before(u) {
-		return s, u, fmt.Errorf("--since %s is not before --until %s", since, until)
-	}
-	return s, u, nil
+	return units.ParseWindow(since, until, "--since", "--until")
 }
 
 func auditExport(e *env, tenant string, admin bool, since, until string) error {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/logline"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/seal"
 )
@@ -41,11 +43,21 @@ func init() {
 	})
 }
 
-func runInit(e *env, _ *flag.FlagSet, _ []string) error {
+func runInit(e *env, _ *flag.FlagSet, _ []string) (err error) {
 	cfg, err := e.loadConfig()
 	if err != nil {
 		return err
 	}
+	// A refused init leaves the places it was pointed at as it found them:
+	// the folders it made until the refusal are removed again (when still
+	// empty), and so is a master key file it made that opens nothing.
+	fresh := absentDirs(cfg.DataDir, objstore.SpoolDir(cfg.DataDir), filepath.Dir(cfg.MasterKey))
+	done := false
+	defer func() {
+		if err != nil && !done {
+			fresh.remove()
+		}
+	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)
 	}
@@ -53,6 +65,9 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 	// a new one would be another catalog, and its server would refuse the
 	// target (docs/disaster-recovery.md).
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, catalog.FileName)); errors.Is(err, fs.ErrNotExist) && cfg.Replica != nil {
+		if cfg.Replica.To != "s3" {
+			fresh = append(fresh, absentDirs(cfg.Replica.To)...)
+		}
 		store, err := openReplicaStore(e.ctx, cfg, false)
 		if err != nil {
 			return err
@@ -69,6 +84,11 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	defer func() {
+		if err != nil && !done && madeKey {
+			os.Remove(cfg.MasterKey)
+		}
+	}()
 	mk, err := seal.LoadMasterKey(cfg.MasterKey)
 	if err != nil {
 		return err
@@ -78,11 +98,15 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 		return err
 	}
 	defer cat.Close()
+	// From here a new catalog and its master key belong together: a
+	// failure keeps them, and init run again goes on from them.
+	done = made
 	if check, _, err := cat.KeyCheck(e.ctx); err != nil {
 		return err
 	} else if string(check) != string(mk.CheckValue()) {
 		return fmt.Errorf("the master key %s does not open the catalog already in %s; use the key file init made for it", cfg.MasterKey, cfg.DataDir)
 	}
+	done = true
 	if _, err := archive.EnsureSigningKey(e.ctx, cat, mk); err != nil {
 		return err
 	}
@@ -98,6 +122,33 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) error {
 		"created": made, "master_key": cfg.MasterKey, "master_key_created": madeKey,
 		"tls_cert": cfg.TLS.Cert, "tls_cert_created": madeCert,
 	})
+}
+
+// dirs are folders a command made, deepest first.
+type dirs []string
+
+// absentDirs is the folders of paths, and of their parents, that do not
+// exist yet, deepest first.
+func absentDirs(paths ...string) dirs {
+	var out dirs
+	for _, p := range paths {
+		for p = filepath.Clean(p); ; p = filepath.Dir(p) {
+			if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) || slices.Contains(out, p) {
+				break
+			}
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// remove removes those of d that are empty: a folder a command made and
+// then put something in (or that someone else filled meanwhile) stays.
+func (d dirs) remove() {
+	for _, p := range d {
+		os.Remove(p)
+	}
 }
 
 func runServe(e *env, _ *flag.FlagSet, _ []string) error {

@@ -17,26 +17,8 @@ tools=${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}
 dest=$tools/duckdb-node
 bin=$tools/bin
 
-node=$(command -v node) || {
-	echo "install-duckdb.sh: node is not on PATH; install Node.js 18 or later (Debian: apt-get install nodejs npm)" >&2
-	exit 1
-}
-command -v npm >/dev/null || {
-	echo "install-duckdb.sh: npm is not on PATH; install it (Debian: apt-get install npm)" >&2
-	exit 1
-}
-
-mkdir -p "$dest" "$bin"
-
-# .installed-lock is written only after npm ci succeeded, so a cut-off
-# install is redone by the next run.
-if ! cmp -s "$src/package-lock.json" "$dest/.installed-lock" ||
-	[ ! -f "$dest/node_modules/@duckdb/node-api/package.json" ]; then
-	rm -f "$dest/.installed-lock"
-	cp "$src/package.json" "$src/package-lock.json" "$dest/"
-	(cd "$dest" && npm ci --no-audit --no-fund --loglevel=error)
-	cp "$src/package-lock.json" "$dest/.installed-lock"
-fi
+node=$("$here/npm-lock-install.sh" install-duckdb.sh "$src" "$dest" @duckdb/node-api)
+mkdir -p "$bin"
 
 # duckdb.mjs imports @duckdb/node-api, so it lives next to node_modules.
 cp "$src/duckdb.mjs" "$dest/duckdb.mjs.tmp"

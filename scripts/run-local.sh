@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: a vcon-server on this machine, on the embedded default (a data
 # directory, SQLite, a self-signed certificate), with a demo tenant and
-# keys. Everything lives in .local/ (ignored by git); run it again to reuse
-# it, or delete .local/ to start over.
+# keys. Everything lives in .local/ (ignored by git), and so does what the
+# printed commands write: nothing else in the repository is touched. Run it
+# again to reuse it, or delete .local/ to start over.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,9 +56,9 @@ In another shell, store a vCon and read it back:
 
   cd $root && . .local/demo.env
   UUID=\$(cat /proc/sys/kernel/random/uuid)
-  printf '{"vcon":"0.4.0","uuid":"%s","subject":"Hello","parties":[{"tel":"+15555550101"}],"dialog":[]}' "\$UUID" > hello.vcon
+  printf '{"vcon":"0.4.0","uuid":"%s","subject":"Hello","parties":[{"tel":"+15555550101"}],"dialog":[]}' "\$UUID" > .local/hello.vcon
   curl -sS --cacert .local/cert.pem https://localhost:$port/vcons \\
-    -H "Authorization: Bearer \$RECORDER" -H "Content-Type: application/vcon" --data-binary @hello.vcon
+    -H "Authorization: Bearer \$RECORDER" -H "Content-Type: application/vcon" --data-binary @.local/hello.vcon
   curl -sS --cacert .local/cert.pem https://localhost:$port/vcons/\$UUID -H "Authorization: Bearer \$MONITOR"
 
 Stop it with Ctrl-C.

@@ -96,13 +96,26 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 	})
 }
 
-// operatorRoute serves an admin route: an operator key.
-func (s *Server) operatorRoute(h http.HandlerFunc) http.HandlerFunc {
+// operatorRoute serves an admin route: an operator key holding scope. A
+// refusal for a missing scope goes to the admin log, which has every
+// operator key's requests.
+func (s *Server) operatorRoute(scope string, h http.HandlerFunc) http.HandlerFunc {
 	return s.authenticate(func(w http.ResponseWriter, r *http.Request) {
 		k := keyOf(r)
 		if !k.Operator() {
 			s.audit(r, k, "admin", "", http.StatusForbidden)
 			writeError(w, http.StatusForbidden, "this route needs an operator key")
+			return
+		}
+		if !k.Has(scope) {
+			rec := catalog.Record{Actor: actor(k), Label: k.Label, Action: "admin", Target: "scope=" + scope, Status: http.StatusForbidden}
+			if id, err := ids.Parse(r.PathValue("id")); err == nil {
+				rec.Tenant = id.String()
+			}
+			if err := s.Cat.NoteAdminLog(context.WithoutCancel(r.Context()), rec); err != nil {
+				s.Log.Error("admin log record failed", "error", err.Error())
+			}
+			writeError(w, http.StatusForbidden, "this operator key lacks the "+scope+" scope this route needs")
 			return
 		}
 		if msg := badQuery(r); msg != "" {

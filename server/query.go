@@ -23,6 +23,8 @@ func queryParams(pattern string) []string {
 		return append([]string{"limit", "after"}, search.Fields...)
 	case "GET /erasures/{id}":
 		return []string{"after"}
+	case "GET /admin/log":
+		return []string{"since", "until", "limit", "after"}
 	}
 	return nil
 }

@@ -36,28 +36,52 @@ type Server struct {
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.
-// The key is "" for none, keyOperator for an operator key, or the scope a
-// tenant key must hold. docs/openapi.json describes each route with the
-// same key; server/openapi_test.go holds the two to each other.
+// key is keyNone, keyTenant or keyOperator; scope is the scope that key
+// must hold: a tenant key's on the vCon API, an operator key's on the
+// admin routes and /metrics (catalog.OperatorScopes). A new route names
+// its scope here, so that no route is left to every operator key.
+// docs/openapi.json describes each route with the same key and scope;
+// server/openapi_test.go holds the two to each other.
 type route struct {
-	pattern, key string
-	handler      http.HandlerFunc
+	pattern    string
+	key, scope string
+	handler    http.HandlerFunc
 }
 
-// keyOperator is the key of the admin routes and /metrics.
-const keyOperator = "operator"
+// The keys a route may need.
+const (
+	keyNone     = ""
+	keyTenant   = "tenant"
+	keyOperator = "operator"
+)
+
+// roles is what the route's security requirement in docs/openapi.json
+// lists: nothing for an open route, a tenant key's scope, or "operator"
+// and an operator key's scope.
+func (rt route) roles() []string {
+	switch rt.key {
+	case keyTenant:
+		return []string{rt.scope}
+	case keyOperator:
+		return []string{keyOperator, rt.scope}
+	}
+	return nil
+}
 
 // routes is every route of the API (docs/api.md).
 func (s *Server) routes() []route {
-	tenant := func(pattern, scope, action string, h func(http.ResponseWriter, *http.Request, catalog.Key) (int, string)) route {
-		return route{pattern, scope, s.tenantRoute(scope, action, h)}
+	open := func(pattern string, h http.HandlerFunc) route {
+		return route{pattern, keyNone, "", h}
 	}
-	operator := func(pattern string, h http.HandlerFunc) route {
-		return route{pattern, keyOperator, s.operatorRoute(h)}
+	tenant := func(pattern, scope, action string, h func(http.ResponseWriter, *http.Request, catalog.Key) (int, string)) route {
+		return route{pattern, keyTenant, scope, s.tenantRoute(scope, action, h)}
+	}
+	operator := func(pattern, scope string, h http.HandlerFunc) route {
+		return route{pattern, keyOperator, scope, s.operatorRoute(scope, h)}
 	}
 	return []route{
-		{"GET /health", "", s.health},
-		{"GET /openapi.json", "", serveOpenAPI},
+		open("GET /health", s.health),
+		open("GET /openapi.json", serveOpenAPI),
 
 		tenant("POST /vcons", "write", storeAction(catalog.CreateOnly), s.store(catalog.CreateOnly)),
 		tenant("PUT /vcons/{uuid}", "write", storeAction(catalog.Replace), s.store(catalog.Replace)),
@@ -67,19 +91,20 @@ func (s *Server) routes() []route {
 		tenant("DELETE /vcons/{uuid}", "delete", "delete", s.delete),
 		tenant("POST /erasures", "delete", "erasure", s.erase(newEraseBudget(s.Limits))),
 		tenant("GET /erasures/{id}", "delete", "erasure_read", s.erasure),
-		{"GET /.well-known/jwks.json", "", s.jwks},
+		open("GET /.well-known/jwks.json", s.jwks),
 
-		operator("POST /admin/tenants", s.createTenant),
-		operator("GET /admin/tenants", s.listTenants),
-		operator("GET /admin/tenants/{id}", s.showTenant),
-		operator("PUT /admin/tenants/{id}/metadata", s.setMetadata),
-		operator("PUT /admin/tenants/{id}/retention", s.setRetention),
-		operator("PUT /admin/tenants/{id}/search", s.setSearch),
-		operator("PUT /admin/tenants/{id}/webhook", s.setWebhook),
-		operator("GET /admin/tenants/{id}/holds", s.listHolds),
-		operator("PUT /admin/tenants/{id}/holds/{uuid}", s.hold(true)),
-		operator("DELETE /admin/tenants/{id}/holds/{uuid}", s.hold(false)),
-		operator("GET /metrics", s.Metrics.serve),
+		operator("POST /admin/tenants", catalog.ScopeTenants, s.createTenant),
+		operator("GET /admin/tenants", catalog.ScopeTenants, s.listTenants),
+		operator("GET /admin/tenants/{id}", catalog.ScopeTenants, s.showTenant),
+		operator("PUT /admin/tenants/{id}/metadata", catalog.ScopeTenants, s.setMetadata),
+		operator("PUT /admin/tenants/{id}/retention", catalog.ScopeTenants, s.setRetention),
+		operator("PUT /admin/tenants/{id}/search", catalog.ScopeTenants, s.setSearch),
+		operator("PUT /admin/tenants/{id}/webhook", catalog.ScopeWebhooks, s.setWebhook),
+		operator("GET /admin/tenants/{id}/holds", catalog.ScopeHolds, s.listHolds),
+		operator("PUT /admin/tenants/{id}/holds/{uuid}", catalog.ScopeHolds, s.hold(true)),
+		operator("DELETE /admin/tenants/{id}/holds/{uuid}", catalog.ScopeHolds, s.hold(false)),
+		operator("GET /admin/log", catalog.ScopeLog, s.adminLog),
+		operator("GET /metrics", catalog.ScopeMetrics, s.Metrics.serve),
 	}
 }
 

@@ -150,6 +150,17 @@ func (s *scanner) skipSpace() (byte, bool) {
 	}
 }
 
+// utf8BOM is the UTF-8 byte order mark, U+FEFF.
+const utf8BOM = "\xef\xbb\xbf"
+
+// skipBOM consumes a UTF-8 byte order mark at the scanner's position. Only
+// a document's start may have one: anywhere else it is an unexpected byte.
+func (s *scanner) skipBOM() {
+	if s.more(len(utf8BOM)) && string(s.buf[s.i:s.i+len(utf8BOM)]) == utf8BOM {
+		s.i += len(utf8BOM)
+	}
+}
+
 // valueStart skips whitespace and returns the first byte of the next value,
 // which it checks can start one. It consumes nothing of the value.
 func (s *scanner) valueStart() (byte, error) {

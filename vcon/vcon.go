@@ -208,6 +208,12 @@ type docOptions struct {
 // needs.
 func readDoc(r io.Reader, limit int64, opt docOptions) (*doc, error) {
 	s := newScanner(r)
+	if !opt.payload {
+		// RFC 8259, section 8.1, lets a parser ignore a byte order mark
+		// that starts a JSON text, and some producers write one: the body
+		// is stored as sent, mark included, and read after it.
+		s.skipBOM()
+	}
 	if c, ok := s.skipSpace(); ok && c == 0x1f && !opt.gz && !opt.payload {
 		return nil, syntaxError("the body starts with the gzip magic 1f 8b: send a gzip vCon as application/vcon+gzip or with Content-Encoding: gzip")
 	}

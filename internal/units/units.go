@@ -90,3 +90,33 @@ func Days(s string) (time.Duration, error) {
 func FormatDays(d time.Duration) string {
 	return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 }
+
+// ParseWindow reads a time window, since and until in RFC 3339 ("" for
+// no bound), as the audit export, the Parquet export and GET /admin/log
+// take it; sinceName and untilName are what the refusal calls them
+// ("--since" on the command line).
+func ParseWindow(since, until, sinceName, untilName string) (time.Time, time.Time, error) {
+	s, err := parseTime(since)
+	if err != nil {
+		return s, s, err
+	}
+	u, err := parseTime(until)
+	if err != nil {
+		return s, u, err
+	}
+	if !s.IsZero() && !u.IsZero() && !s.Before(u) {
+		return s, u, fmt.Errorf("%s %s is not before %s %s", sinceName, since, untilName, until)
+	}
+	return s, u, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, fmt.Errorf("%q is not an RFC 3339 time such as 2026-11-05T00:00:00Z", s)
+	}
+	return t, nil
+}

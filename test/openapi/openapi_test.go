@@ -7,6 +7,9 @@ package openapi
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/content"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 
 	"github.com/vcon-server/vcon-server/docs"
@@ -36,7 +41,7 @@ func load(t *testing.T) validator.Validator {
 	if v := doc.GetVersion(); v != "3.1.0" {
 		t.Fatalf("docs/openapi.json is OpenAPI %s, want 3.1.0", v)
 	}
-	v, errs := validator.NewValidator(doc)
+	v, errs := validator.NewValidator(doc, config.WithBodyDecoder("application/x-ndjson", content.DecoderFunc(jsonLines)))
 	for _, err := range errs {
 		t.Errorf("docs/openapi.json: %v", err)
 	}
@@ -44,6 +49,27 @@ func load(t *testing.T) validator.Validator {
 		t.FailNow()
 	}
 	return v
+}
+
+// jsonLines reads a body of JSON lines (GET /admin/log), which the
+// document describes as a string: each line must be one JSON object, and
+// the value validated is the text.
+func jsonLines(in *content.DecodeInput) (any, error) {
+	b, err := io.ReadAll(in.Body)
+	if err != nil {
+		return nil, err
+	}
+	text := string(b)
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		return nil, errors.New("JSON lines: the last line does not end with a newline")
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		var obj map[string]any
+		if text != "" && json.Unmarshal([]byte(line), &obj) != nil {
+			return nil, fmt.Errorf("JSON lines: line %d is not one JSON object", i+1)
+		}
+	}
+	return text, nil
 }
 
 func report(t *testing.T, what string, errs []*verrors.ValidationError) {

@@ -23,11 +23,14 @@ import (
 // Op is one documented operation.
 type Op struct {
 	Method, Path string // "GET", "/vcons/{uuid}"
-	// Key is what the operation's security requirement names: "" for
-	// none, a tenant key's scope, or "operator".
+	// Key is what the operation's security requirement names first: ""
+	// for none, a tenant key's scope, or "operator".
 	Key string
+	// Roles is everything the requirement names: a tenant key's scope,
+	// or "operator" and an operator key's scope.
+	Roles []string
 	// Requirements is how many security requirements the operation lists
-	// (0 for an open route; 1 otherwise, with one scope).
+	// (0 for an open route; 1 otherwise), Scopes how many scopes they name.
 	Requirements, Scopes int
 	Statuses             []int    // documented, ascending
 	Query                []string // query parameter names, as documented
@@ -100,6 +103,7 @@ func Parse(b []byte) (*Doc, error) {
 			for _, req := range o.Security {
 				for _, scopes := range req {
 					op.Scopes += len(scopes)
+					op.Roles = append(op.Roles, scopes...)
 					if len(scopes) > 0 && op.Key == "" {
 						op.Key = scopes[0]
 					}

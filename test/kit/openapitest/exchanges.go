@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
@@ -124,6 +125,11 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	reader := e.NewKey(tenant, "read").Token
 	deleter := e.NewKey(tenant, "delete").Token
 	ops := e.OperatorKey().Token
+	// An operator key for each operator scope that holds every other one.
+	lacking := map[string]string{}
+	for _, sc := range catalog.OperatorScopes {
+		lacking[sc] = e.OperatorKey(slices.DeleteFunc(slices.Clone(catalog.OperatorScopes), func(s string) bool { return s == sc })...).Token
+	}
 	s := &server.Server{Archive: e.Daemon.Archive, Cat: e.Daemon.Cat, Log: slog.New(slog.DiscardHandler), MaxSize: MaxSize,
 		Limits: server.Limits{AuthFailures: 2}}
 	r := &runner{t: t, h: s.Handler()}
@@ -139,6 +145,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		case "operator":
 			r.expect(401, "no key", false, m, target, "", nil)
 			r.expect(403, "a tenant key", false, m, target, writer, nil)
+			r.expect(403, "an operator key without the route's scope", false, m, target, lacking[op.Roles[len(op.Roles)-1]], nil)
 		default:
 			r.expect(401, "no key", false, m, target, "", nil)
 			r.expect(403, "an operator key", false, m, target, ops, nil)
@@ -378,6 +385,12 @@ func admin(r *runner, ops, tenant string) {
 	}
 
 	r.expect(200, "metrics", true, "GET", "/metrics", ops, nil)
+
+	x := r.expect(200, "a page of the admin log", true, "GET", "/admin/log?since=2020-01-01T00:00:00Z&limit=2", ops, nil)
+	r.expect(200, "the next page of the admin log", true, "GET", "/admin/log?since=2020-01-01T00:00:00Z&limit=2&after="+x.RespHeader.Get("Next-After"), ops, nil)
+	r.expect(200, "an empty window of the admin log", true, "GET", "/admin/log?until=2020-01-01T00:00:00Z", ops, nil)
+	r.expect(400, "the admin log since a time that is not one", false, "GET", "/admin/log?since=yesterday", ops, nil)
+	r.expect(400, "the admin log after what is not a cursor", false, "GET", "/admin/log?after=x", ops, nil)
 	r.expect(200, "health", true, "GET", "/health", "", nil)
 	r.expect(200, "this document", true, "GET", "/openapi.json", "", nil)
 }

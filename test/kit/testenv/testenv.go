@@ -245,10 +245,15 @@ func (e *Env) NewKey(tenant string, scopes ...string) Key {
 	return k
 }
 
-// OperatorKey creates an operator key.
-func (e *Env) OperatorKey() Key {
+// OperatorKey creates an operator key holding scopes, or every operator
+// scope without.
+func (e *Env) OperatorKey(scopes ...string) Key {
+	args := []string{"key", "create", "--operator", "--label", "ops"}
+	for _, s := range scopes {
+		args = append(args, "--scope", s)
+	}
 	var k Key
-	if err := json.Unmarshal([]byte(e.CLI("key", "create", "--operator", "--label", "ops")), &k); err != nil {
+	if err := json.Unmarshal([]byte(e.CLI(args...)), &k); err != nil {
 		e.T.Fatal(err)
 	}
 	return k

@@ -88,7 +88,8 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 	})
 }
 
-// every runs fn now and then every interval until ctx ends.
+// every runs fn every interval until ctx ends; a loop that must run at
+// once calls fn itself first.
 func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -129,3 +129,17 @@ func TestParquetStartRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstPackRunAfterLook: the first pack run starts only once the look
+// at every object that follows the start returned ("Pack run", its
+// recovery, in docs/FORMAT.md).
+func TestFirstPackRunAfterLook(t *testing.T) {
+	srv := s3test.Start(t, "versitygw")
+	e := testenv.New(t, testenv.Options{Storage: srv.StorageTOML(t, srv.NewBucket(t, false), "") + parquetTable(3600)})
+	waitFor(t, time.Minute, "the first pack run", func() bool { return strings.Contains(e.Log.String(), "pack run files=") })
+	log := e.Log.String()
+	look, pack := strings.Index(log, "storage look "), strings.Index(log, "pack run files=")
+	if look < 0 || look > pack {
+		t.Fatalf("the first pack run did not wait for the first look:\n%s", log)
+	}
+}

@@ -142,7 +142,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables, Stale: true,
 		Format: chainFormat, Last: manifestKey(gen), LastHash: mw.sum,
 	}
-	trim := int64(0)
+	trim := int64(0) // the log up to seq goes in the same transaction when base is seq
 	if m.Base == m.Seq {
 		trim = m.Seq
 	}
@@ -150,7 +150,8 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterRecord)
-	// 6 and 7. Delete what the new generation does not name; prove it gone.
+	// 6 and 7. Delete what the new generation does not name, then prove it
+	// gone (replica-after-deletes falls between the two).
 	if err := r.deleteAllBut(ctx, existing, gen, keptShards(m.Tables)); err != nil {
 		return err
 	}

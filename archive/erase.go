@@ -108,7 +108,7 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 	}
 	crashpoint.Hit(crashpoint.EraseAfterKeys)
 	if len(destroyed) > 0 {
-		if err := a.finishDestroyed(ctx, destroyed); err != nil {
+		if err := a.finishBatch(ctx, destroyed); err != nil {
 			return e, a.erasePending(ctx, e.ID, err)
 		}
 	}
@@ -164,7 +164,7 @@ func (a *Archive) finishErasure(ctx context.Context, tenant, id ids.ID) (catalog
 			if err != nil {
 				break
 			}
-			err = a.finishOnce(ctx, v)
+			err = a.finishVersion(ctx, v)
 		}
 		if err != nil {
 			return catalog.Erasure{}, a.erasePending(ctx, id, err)

@@ -14,8 +14,7 @@ import (
 )
 
 // mergeSmall merges each date's small live files into one (docs/FORMAT.md,
-// "Merge"). A file holding a row whose purge started is left to the purge,
-// which rewrites it anyway.
+// "Merge"), as chooseMerges plans.
 func (p *Packer) mergeSmall(ctx context.Context, tenant ids.ID, st *PackStats) error {
 	files, err := p.a.Cat.PackFiles(ctx, tenant, catalog.PackLive)
 	if err != nil {
@@ -25,31 +24,8 @@ func (p *Packer) mergeSmall(ctx context.Context, tenant ids.ID, st *PackStats) e
 	if err != nil {
 		return err
 	}
-	var dates []string
-	small := map[string][]catalog.PackFile{}
-	for _, f := range files {
-		if f.Bytes >= p.opt.MergeTarget || purging[f.ID] {
-			continue
-		}
-		if _, ok := small[f.Date]; !ok {
-			dates = append(dates, f.Date)
-		}
-		small[f.Date] = append(small[f.Date], f)
-	}
-	for _, date := range dates {
-		var sel []catalog.PackFile
-		var total int64
-		for _, f := range small[date] {
-			if len(sel) >= 2 && total+f.Bytes > p.opt.MaxFileBytes {
-				break
-			}
-			sel = append(sel, f)
-			total += f.Bytes
-		}
-		if len(sel) < 2 {
-			continue
-		}
-		err := p.mergeFiles(ctx, tenant, date, sel)
+	for _, sel := range chooseMerges(files, purging, p.opt.MergeTarget, p.opt.MaxFileBytes) {
+		err := p.mergeFiles(ctx, tenant, sel[0].Date, sel)
 		if errors.Is(err, errAbandoned) {
 			continue
 		}
@@ -59,6 +35,42 @@ func (p *Packer) mergeSmall(ctx context.Context, tenant ids.ID, st *PackStats) e
 		st.Merged++
 	}
 	return nil
+}
+
+// chooseMerges plans a tenant's merges from its live files, in the order
+// listed: per date, the small files (under target bytes) taken in turn
+// while the merged file stays within maxBytes (two are taken whatever
+// their size), merged when there are two or more. A file holding a row
+// whose purge started (purging) is left to the purge, which rewrites it
+// anyway.
+func chooseMerges(files []catalog.PackFile, purging map[ids.ID]bool, target, maxBytes int64) [][]catalog.PackFile {
+	var dates []string
+	small := map[string][]catalog.PackFile{}
+	for _, f := range files {
+		if f.Bytes >= target || purging[f.ID] {
+			continue
+		}
+		if _, ok := small[f.Date]; !ok {
+			dates = append(dates, f.Date)
+		}
+		small[f.Date] = append(small[f.Date], f)
+	}
+	var out [][]catalog.PackFile
+	for _, date := range dates {
+		var sel []catalog.PackFile
+		var total int64
+		for _, f := range small[date] {
+			if len(sel) >= 2 && total+f.Bytes > maxBytes {
+				break
+			}
+			sel = append(sel, f)
+			total += f.Bytes
+		}
+		if len(sel) >= 2 {
+			out = append(out, sel)
+		}
+	}
+	return out
 }
 
 // copyRows writes rows read from their spooled files into fw, in version

@@ -18,9 +18,8 @@ import (
 // Delete hides every version of a vCon (DELETE /vcons/{uuid}). With a
 // retention of 0d every version, those hidden before included, is purged
 // before it returns, to the end, whoever destroyed their keys; when that
-// purge stops after the
-// keys were destroyed it returns
-// ErrPurgeIncomplete: the vCon is unreadable, the sweep removes the rest.
+// purge stops after the keys were destroyed it returns ErrPurgeIncomplete:
+// the vCon is unreadable, the sweep removes the rest.
 func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 	var hid []ids.ID
 	var purgeNow bool
@@ -71,7 +70,7 @@ func (a *Archive) Delete(ctx context.Context, tenant, uuid ids.ID) error {
 		}
 		return err
 	}
-	if err := a.finishStarted(ctx, hid, destroyed); err != nil {
+	if err := a.finishOthersPurges(ctx, hid, destroyed); err != nil {
 		a.logError("delete: purge left work for the sweep", err)
 		if reserve.IsFull(err) {
 			return ErrPurgeNoSpace
@@ -91,12 +90,12 @@ var (
 	ErrPurgeNoSpace = errors.New("the vCon is deleted and can no longer be read by the API, but the catalog could not commit the rest of its purge: the data directory's disk is full and its reserve is spent; free space there (grow the file system, or remove files that are not vcon-server's) and the purge sweep finishes it")
 )
 
-// finishStarted is the rest of a 0d DELETE's purge for the versions it hid
-// whose key another purge (the sweep's) destroyed first: the answer waits
-// until their bytes are proven gone too, whoever started the purge
-// (docs/FORMAT.md, "Delete"). It joins the finish under way in this
-// process, or finishes the purge itself, which is safe to repeat.
-func (a *Archive) finishStarted(ctx context.Context, hid []ids.ID, mine []catalog.Version) error {
+// finishOthersPurges is the rest of a 0d DELETE's purge: the versions it
+// hid whose key another purge (the sweep's) destroyed first. The answer
+// waits until their bytes are proven gone too, whoever started the purge
+// (docs/FORMAT.md, "Delete"): each joins the finish under way in this
+// process, or is finished here, since steps 2 to 5 are safe to repeat.
+func (a *Archive) finishOthersPurges(ctx context.Context, hid []ids.ID, mine []catalog.Version) error {
 	done := make(map[ids.ID]bool, len(mine))
 	for _, v := range mine {
 		done[v.ID] = true
@@ -127,7 +126,7 @@ func (a *Archive) finishStarted(ctx context.Context, hid []ids.ID, mine []catalo
 	}
 	var errs []error
 	for _, v := range started {
-		if err := a.finishOnce(ctx, v); err != nil {
+		if err := a.finishVersion(ctx, v); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -144,11 +143,13 @@ func (a *Archive) Purge(ctx context.Context, versions []ids.ID) (int, error) {
 	return len(destroyed), err
 }
 
-// purge is Purge, returning the versions whose key it destroyed.
+// purge is Purge, returning the versions whose key it destroyed, in the
+// steps of docs/FORMAT.md, "Purge of an object".
 func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Version, error) {
 	if len(versions) == 0 {
 		return nil, nil
 	}
+	// 1. Transaction: the keys destroyed, the purges counted and audited.
 	var destroyed []catalog.Version
 	err := a.Cat.Update(ctx, func(tx *catalog.Tx) error {
 		var err error
@@ -177,13 +178,14 @@ func (a *Archive) purge(ctx context.Context, versions []ids.ID) ([]catalog.Versi
 	if len(destroyed) == 0 {
 		return nil, nil
 	}
-	return destroyed, a.finishDestroyed(ctx, destroyed)
+	return destroyed, a.finishBatch(ctx, destroyed)
 }
 
-// finishDestroyed is the rest of a purge whose key transaction committed
-// (a purge's, or an erasure's): the checkpoint, the replica's rollover,
-// then each version's bytes (docs/FORMAT.md, "Purge of an object").
-func (a *Archive) finishDestroyed(ctx context.Context, destroyed []catalog.Version) error {
+// finishBatch is the rest of the purge of the versions one key
+// transaction destroyed (a purge's, or an erasure's; docs/FORMAT.md,
+// "Purge of an object"): the end of step 1, the log checkpointed and the
+// replica rolled over, then steps 2 to 5 for each version.
+func (a *Archive) finishBatch(ctx context.Context, destroyed []catalog.Version) error {
 	if a.Purged != nil {
 		a.Purged(len(destroyed))
 	}
@@ -196,7 +198,7 @@ func (a *Archive) finishDestroyed(ctx context.Context, destroyed []catalog.Versi
 	crashpoint.Hit(crashpoint.PurgeAfterKey)
 	var errs []error
 	for _, v := range destroyed {
-		if err := a.finishOnce(ctx, v); err != nil {
+		if err := a.finishVersion(ctx, v); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -235,7 +237,7 @@ type purgeFlights struct {
 	m  map[ids.ID]*purgeFlight
 }
 
-// purgeFlight is one finishPurge under way; err is set before done closes.
+// purgeFlight is one removeBytes under way; err is set before done closes.
 type purgeFlight struct {
 	done chan struct{}
 	err  error
@@ -265,17 +267,18 @@ func (fs *purgeFlights) leave(id ids.ID, f *purgeFlight, err error) {
 	close(f.done)
 }
 
-// finishOnce is finishPurge, run once at a time per version in this
-// process: a caller that finds it under way waits for it (bounded by ctx)
-// and, if it failed, runs it once more itself. Each step of a purge after
-// its key is safe to repeat (docs/FORMAT.md, "Purge of an object"), so a
-// finish that another process or an earlier call already did costs a
-// repeated delete and proof, never a wrong answer.
-func (a *Archive) finishOnce(ctx context.Context, v catalog.Version) error {
+// finishVersion is steps 2 to 5 of one version's purge (removeBytes),
+// run once at a time per version in this process: a caller that finds it
+// under way waits for it (bounded by ctx) and, if it failed, runs it once
+// more itself. Each step of a purge after its key is safe to repeat
+// (docs/FORMAT.md, "Purge of an object"), so a finish that another process
+// or an earlier call already did costs a repeated delete and proof, never
+// a wrong answer.
+func (a *Archive) finishVersion(ctx context.Context, v catalog.Version) error {
 	for waited := false; ; waited = true {
 		f, mine := a.flights.enter(v.ID)
 		if mine {
-			err := a.finishPurge(ctx, v)
+			err := a.removeBytes(ctx, v)
 			a.flights.leave(v.ID, f, err)
 			return err
 		}
@@ -290,21 +293,24 @@ func (a *Archive) finishOnce(ctx context.Context, v catalog.Version) error {
 	}
 }
 
-// finishPurge removes the bytes of a version whose key is destroyed:
-// storage's purge count raised first, then the tombstone, then the object,
-// proven gone, then the catalog row.
-func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
+// removeBytes is steps 2 to 5 of the purge of one version whose key is
+// destroyed (docs/FORMAT.md, "Purge of an object"); a packed row's are
+// those of "Purge of a packed row".
+func (a *Archive) removeBytes(ctx context.Context, v catalog.Version) error {
 	if v.Location == catalog.Packed {
 		return a.purgePacked(ctx, v)
 	}
+	// 2. Storage's count of purges raised to the catalog's.
 	if err := a.raisePurgeCount(ctx); err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.PurgeAfterCount)
+	// 3. The tombstone.
 	if err := a.writeTombstone(ctx, v); err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.PurgeAfterTombstone)
+	// 4. The object deleted and proven gone.
 	key := ObjectKey(v.Location, v.Tenant, v.ID)
 	if err := a.Objects.Delete(ctx, key); err != nil {
 		return wrapf("purge: delete object", err)
@@ -316,6 +322,8 @@ func (a *Archive) finishPurge(ctx context.Context, v catalog.Version) error {
 		return wrapf("purge: prove the object gone", err)
 	}
 	crashpoint.Hit(crashpoint.PurgeAfterDelete)
+	// 5. Transaction: the version's row deleted, and the vCon's when
+	// nothing of it is left and it is not held.
 	return a.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.FinishPurge(v.ID) })
 }
 
@@ -359,7 +367,7 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 	}
 	done := 0
 	for _, v := range unfinished {
-		if err := a.finishOnce(ctx, v); err != nil {
+		if err := a.finishVersion(ctx, v); err != nil {
 			errs = append(errs, err)
 		} else {
 			done++

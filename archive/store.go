@@ -49,108 +49,158 @@ type Stored struct {
 func (r StoreRequest) Gzip() bool { return vcon.Gzipped(r.ContentType, r.ContentEncoding) }
 
 // Store seals the body into storage while inspecting the same bytes, then
-// commits the version (docs/FORMAT.md, "Store"). The body is read once and
-// never held whole: the sealed stream goes to storage, the clear one through
-// a bounded inspector. Nothing is visible in storage until the inspection
-// passed; the catalog row, and with it the wrapped key, is committed last.
+// commits the version, in the steps of docs/FORMAT.md, "Store". The body
+// is read once and never held whole: the sealed stream goes to storage,
+// the clear one through a bounded inspector. Nothing is visible in
+// storage until the inspection passed; the catalog row, and with it the
+// wrapped key, is committed last.
 func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	if req.Mode == catalog.CreateOnly && req.UUID != nil {
+		// Refused before anything is written; step 4 asks again.
 		if has, err := a.Cat.HasCurrent(ctx, req.Tenant, *req.UUID); err != nil {
 			return Stored{}, err
 		} else if has {
 			return Stored{}, catalog.ErrExists
 		}
 	}
+	// 1. The version id and a fresh data key. Until its row commits (or
+	// its object is removed), the object of this version is no orphan,
+	// whatever its id's time (Look).
 	now := a.now()
 	vid := ids.NewV7(now)
-	// Until its row commits (or its object is removed), the object of this
-	// version is no orphan, whatever its id's time (Look).
 	defer a.rec.inFlight.storing(vid)()
 	dk, err := seal.NewDataKey()
 	if err != nil {
 		return Stored{}, err
 	}
+	// 2. The body streamed once: sealed into a new object, inspected, its
+	// keyed hash taken. The deferred Abort removes an object never made
+	// durable.
 	up, err := a.Objects.Upload(ctx, ObjectKey(a.Loc, req.Tenant, vid), true)
 	if err != nil {
 		return Stored{}, wrapf("store: start object", err)
 	}
 	defer up.Abort()
-	sw, err := seal.NewWriter(up, dk, req.Tenant, vid)
+	b, err := a.sealBody(req, up, dk, vid)
 	if err != nil {
 		return Stored{}, err
 	}
-
-	pr, pw := io.Pipe()
-	type result struct {
-		meta *vcon.Meta
-		err  error
-	}
-	inspected := make(chan result, 1)
-	go func() {
-		m, err := vcon.Inspect(pr, req.Gzip(), a.MaxSize)
-		if err != nil {
-			pr.CloseWithError(err)
-		} else {
-			pr.Close()
-		}
-		inspected <- result{m, err}
-	}()
-	// The body's keyed hash recognises a retried store later without
-	// keeping anything clear (docs/FORMAT.md, "Store").
-	mac := hmac.New(sha256.New, a.Key.BodyMACKey(req.Tenant))
-	_, copyErr := io.Copy(io.MultiWriter(sw, pw, mac), req.Body)
-	pw.CloseWithError(copyErr)
-	res := <-inspected
-	switch {
-	case res.err != nil:
-		// The inspector's verdict (400, 413) explains a failed copy best.
-		return Stored{}, res.err
-	case copyErr != nil:
-		return Stored{}, wrapf("store: read body", copyErr)
-	}
-	if err := sw.Close(); err != nil {
-		return Stored{}, wrapf("store: seal", err)
-	}
-	uuid, err := ids.Parse(res.meta.UUID)
-	if err != nil {
-		return Stored{}, &vcon.InvalidError{Reason: "uuid is not a UUID"}
-	}
-	if req.UUID != nil && *req.UUID != uuid {
+	if req.UUID != nil && *req.UUID != b.uuid {
 		return Stored{UUID: *req.UUID}, ErrUUIDMismatch
 	}
-	sum := mac.Sum(nil)
-	// A retry of the current version answers before its object is made
-	// durable (the deferred Abort removes it); the commit below asks
-	// again, for two retries racing.
-	if r, err := a.Cat.ReplayOf(ctx, req.Tenant, uuid, sum, req.ContentType, req.ContentEncoding); err == nil {
-		return Stored{UUID: uuid, Version: r.Version, StoredAt: r.StoredAt, Replayed: true, Meta: res.meta}, nil
-	} else if !errors.Is(err, catalog.ErrNotFound) {
-		return Stored{UUID: uuid}, wrapf("store: look for a retry", err)
+	// 3. A retry of the current version answers before its object is made
+	// durable; any other store makes it durable.
+	ask := func(tenant, uuid ids.ID, mac []byte, ct, ce string) (catalog.Replay, error) {
+		return a.Cat.ReplayOf(ctx, tenant, uuid, mac, ct, ce)
+	}
+	if r, err := b.retryOf(req, ask); err != nil {
+		return Stored{UUID: b.uuid}, wrapf("store: look for a retry", err)
+	} else if r != nil {
+		return b.replayed(*r), nil
 	}
 	if err := up.Commit(); err != nil {
 		return Stored{}, wrapf("store: write object", err)
 	}
 	crashpoint.Hit(crashpoint.StoreAfterObject)
-
+	// 4. One transaction: the version, its record and its tokens, unless
+	// the same question, asked again, finds a retry.
 	wrapped, err := a.Key.Wrap(dk, req.Tenant, vid)
 	if err != nil {
 		return Stored{}, err
 	}
 	v := catalog.Version{
-		ID: vid, Tenant: req.Tenant, UUID: uuid, StoredAt: now,
+		ID: vid, Tenant: req.Tenant, UUID: b.uuid, StoredAt: now,
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
-		Form: catalog.Form(res.meta.Form), Size: res.meta.Size, SealedSize: seal.SealedSize(res.meta.Size),
-		WrappedKey: wrapped, Location: a.Loc, BodyMAC: sum,
+		Form: catalog.Form(b.meta.Form), Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
+		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac,
 	}
-	var replaced bool
-	var replay catalog.Replay
-	// One version, its record and its tokens: a small write.
+	replay, replaced, err := a.commitVersion(ctx, req, v, b)
+	if err != nil || replay != nil {
+		// No row names the object, so its key is lost and it can never be
+		// opened; remove it now rather than leaving it to recovery.
+		if derr := a.Objects.Delete(context.WithoutCancel(ctx), ObjectKey(a.Loc, req.Tenant, vid)); derr != nil {
+			a.logError("store: removing an object whose commit failed", derr)
+		}
+	}
+	switch {
+	case errors.Is(err, catalog.ErrExists):
+		return Stored{UUID: b.uuid}, err
+	case err != nil:
+		return Stored{UUID: b.uuid}, wrapf("store: commit", err)
+	case replay != nil:
+		return b.replayed(*replay), nil
+	}
+	crashpoint.Hit(crashpoint.StoreAfterCommit)
+	// 5. The answer: 201, or 200 for a replacement.
+	return Stored{UUID: b.uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: b.meta}, nil
+}
+
+// storedBody is what step 2 of a store learns of its body.
+type storedBody struct {
+	meta *vcon.Meta
+	uuid ids.ID
+	mac  []byte // the body's keyed hash, which recognises a retry without keeping anything clear
+}
+
+// sealBody is step 2 of a store: the body copied once into the sealing
+// writer over up, the inspector and the keyed hash, and the seal closed.
+// The inspector's verdict (400, 413) explains a failed copy best.
+func (a *Archive) sealBody(req StoreRequest, up io.Writer, dk seal.DataKey, vid ids.ID) (storedBody, error) {
+	sw, err := seal.NewWriter(up, dk, req.Tenant, vid)
+	if err != nil {
+		return storedBody{}, err
+	}
+	in := startInspector(req.Gzip(), a.MaxSize)
+	mac := hmac.New(sha256.New, a.Key.BodyMACKey(req.Tenant))
+	_, copyErr := io.Copy(io.MultiWriter(sw, in, mac), req.Body)
+	meta, err := in.verdict(copyErr)
+	switch {
+	case err != nil:
+		return storedBody{}, err
+	case copyErr != nil:
+		return storedBody{}, wrapf("store: read body", copyErr)
+	}
+	if err := sw.Close(); err != nil {
+		return storedBody{}, wrapf("store: seal", err)
+	}
+	uuid, err := ids.Parse(meta.UUID)
+	if err != nil {
+		return storedBody{}, &vcon.InvalidError{Reason: "uuid is not a UUID"}
+	}
+	return storedBody{meta: meta, uuid: uuid, mac: mac.Sum(nil)}, nil
+}
+
+// replayQuery is catalog.Tx.ReplayOf, or catalog.Catalog.ReplayOf in a
+// read of its own.
+type replayQuery func(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (catalog.Replay, error)
+
+// retryOf asks the question of steps 3 and 4 of a store: does the vCon's
+// current version have this body's keyed hash, content type and encoding?
+// It returns that version, or nil when the store is no retry.
+func (b storedBody) retryOf(req StoreRequest, ask replayQuery) (*catalog.Replay, error) {
+	r, err := ask(req.Tenant, b.uuid, b.mac, req.ContentType, req.ContentEncoding)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &r, nil
+}
+
+// replayed is the answer to a retry: the version it repeats (docs/api.md).
+func (b storedBody) replayed(r catalog.Replay) Stored {
+	return Stored{UUID: b.uuid, Version: r.Version, StoredAt: r.StoredAt, Replayed: true, Meta: b.meta}
+}
+
+// commitVersion is step 4 of a store: one version, its record and its
+// tokens, a small write, unless the body turns out to repeat the current
+// version (two retries racing): then it returns that version and writes
+// nothing. replaced says whether v replaced a current version.
+func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog.Version, b storedBody) (replay *catalog.Replay, replaced bool, err error) {
 	err = a.Cat.UpdateSmall(ctx, func(tx *catalog.Tx) error {
 		var err error
-		replay, err = tx.ReplayOf(req.Tenant, uuid, sum, req.ContentType, req.ContentEncoding)
-		if err == nil {
-			return nil
-		} else if !errors.Is(err, catalog.ErrNotFound) {
+		if replay, err = b.retryOf(req, tx.ReplayOf); err != nil || replay != nil {
 			return err
 		}
 		if replaced, err = tx.InsertVersion(v, req.Mode); err != nil {
@@ -158,7 +208,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		}
 		if req.Record != nil {
 			rec := *req.Record
-			rec.Target, rec.Status = uuid.String(), http.StatusCreated
+			rec.Target, rec.Status = v.UUID.String(), http.StatusCreated
 			if replaced {
 				rec.Status = http.StatusOK
 			}
@@ -166,30 +216,43 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 				return err
 			}
 		}
-		return a.index(tx, v, res.meta)
+		return a.index(tx, v, b.meta)
 	})
-	if err == nil && !replay.Version.IsZero() {
-		// A retry of the current version: its new object is never named.
-		err = errReplayed
-	}
-	if err != nil {
-		// No row names the object, so its key is lost and it can never be
-		// opened; remove it now rather than leaving it to recovery.
-		if derr := a.Objects.Delete(context.WithoutCancel(ctx), ObjectKey(a.Loc, req.Tenant, vid)); derr != nil {
-			a.logError("store: removing an object whose commit failed", derr)
-		}
-		if errors.Is(err, errReplayed) {
-			return Stored{UUID: uuid, Version: replay.Version, StoredAt: replay.StoredAt, Replayed: true, Meta: res.meta}, nil
-		}
-		if errors.Is(err, catalog.ErrExists) {
-			return Stored{UUID: uuid}, err
-		}
-		return Stored{UUID: uuid}, wrapf("store: commit", err)
-	}
-	crashpoint.Hit(crashpoint.StoreAfterCommit)
-	return Stored{UUID: uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: res.meta}, nil
+	return replay, replaced, err
 }
 
-// errReplayed makes Store remove the object of a body the current version
-// already holds, as it removes one whose commit failed.
-var errReplayed = errors.New("store: the body repeats the current version")
+// inspector reads, on a goroutine of its own, the clear bytes written to
+// it (vcon.Inspect, bounded by the largest body): a store hands the same
+// bytes to the seal and to the inspector as it reads them, once.
+type inspector struct {
+	pw   *io.PipeWriter
+	done chan inspection
+}
+
+type inspection struct {
+	meta *vcon.Meta
+	err  error
+}
+
+func startInspector(gzip bool, maxSize int64) *inspector {
+	pr, pw := io.Pipe()
+	in := &inspector{pw: pw, done: make(chan inspection, 1)}
+	go func() {
+		m, err := vcon.Inspect(pr, gzip, maxSize)
+		// A verdict reached before the end fails the writes still to come
+		// with it, so the copy stops there.
+		pr.CloseWithError(err)
+		in.done <- inspection{m, err}
+	}()
+	return in
+}
+
+func (in *inspector) Write(p []byte) (int, error) { return in.pw.Write(p) }
+
+// verdict ends the bytes with the copy's error, if any, and waits for the
+// inspection.
+func (in *inspector) verdict(copyErr error) (*vcon.Meta, error) {
+	in.pw.CloseWithError(copyErr)
+	r := <-in.done
+	return r.meta, r.err
+}

@@ -82,11 +82,10 @@ const (
 )
 
 // rollover writes generation gen+1 and deletes every object it does not
-// name, in the order of docs/FORMAT.md, "Replica rollover": the pending
-// generation recorded, shards and fold written, the manifest written
-// last, the record committed, then the old objects deleted and proven
-// gone. It runs under lock.
+// name, in the steps of docs/FORMAT.md, "Replica rollover", each followed
+// by its crash point. It runs under lock.
 func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) error {
+	// 1. List every object; stop at another catalog's replica.
 	existing, maxGen, err := r.listAll(ctx)
 	if err != nil {
 		return err
@@ -97,11 +96,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	if st == nil {
 		st = &state{}
 	}
-	if mode != full && st.LogFrom > st.Base {
-		// A restored catalog's log starts after the restored change: the
-		// changes since base that decide what to cut again are not in it.
-		mode = full
-	}
+	// 2. Record the new generation as pending: a number is never taken twice.
 	gen := max(st.Gen, st.Pending, st.Used, maxGen) + 1
 	st.Pending = gen
 	if err := r.saveState(ctx, st, 0); err != nil {
@@ -109,100 +104,14 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterPending)
 
-	m := &manifest{Format: chainFormat, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
-	var schemaFP string
-	var total int64
-	err = r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
-		seq, err := v.LastChange()
-		if err != nil {
-			return err
-		}
-		m.Seq = seq
-		if m.Schema, schemaFP, err = v.Schema(); err != nil {
-			return err
-		}
-		now, err := v.Tables()
-		if err != nil {
-			return err
-		}
-		old := map[string]table{}
-		for _, t := range st.Tables {
-			old[t.Name] = t
-		}
-		// Which shards of each table to cut again, by index into the old
-		// list; a table new or changed in shape is cut whole.
-		cut := map[string]map[int]bool{}
-		whole := map[string]bool{}
-		for _, t := range now {
-			o, ok := old[t.Name]
-			if mode == full || !ok || !sameShape(o.RepTable, t) {
-				whole[t.Name] = true
-			}
-			cut[t.Name] = map[int]bool{}
-		}
-		m.Base = st.Base
-		if mode != full {
-			byName := map[string]catalog.RepTable{}
-			for _, t := range now {
-				if !whole[t.Name] {
-					byName[t.Name] = t
-				}
-			}
-			mark := func(t catalog.RepTable, key, row []any) error {
-				if mode == forget {
-					col, secret := catalog.Secrets[t.Name]
-					if !secret || (row != nil && row[colIndex(t, col)] != nil) {
-						return nil
-					}
-				}
-				i, err := shardOf(old[t.Name].Shards, key)
-				if err != nil {
-					return err
-				}
-				cut[t.Name][i] = true
-				return nil
-			}
-			if mode == forget {
-				// The fold: every row changed since the base, as of now.
-				if seq > st.Base {
-					key := segmentKey(gen, st.Base+1, seq)
-					w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
-						return writeChanges(w, v, link{}, tablesOf(now), byName, st.Base, seq, mark)
-					})
-					if err != nil {
-						return fmt.Errorf("write the fold: %w", err)
-					}
-					total += w.n
-					r.objects.Add(1)
-					m.Fold, m.FoldHash = key, w.sum
-				}
-			} else if err := v.Changes(st.Base, seq, func(name string, key []any) error {
-				t, ok := byName[name]
-				if !ok {
-					return nil
-				}
-				return mark(t, key[:len(t.Key)], nil)
-			}); err != nil {
-				return err
-			}
-		}
-		if mode != forget {
-			m.Base = seq
-		}
-		for _, t := range now {
-			shards, n, err := r.cutTable(ctx, v, gen, t, old[t.Name].Shards, whole[t.Name], cut[t.Name])
-			if err != nil {
-				return err
-			}
-			total += n
-			m.Tables = append(m.Tables, table{RepTable: t, Shards: shards})
-		}
-		return nil
-	})
+	// 3. In one read transaction: the shards cut again, and the fold.
+	m, schemaFP, total, err := r.writeShards(ctx, st, mode, gen)
 	if err != nil {
 		return fmt.Errorf("replica: write generation %d to %s: %w", gen, r.cfg.Store, err)
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterShards)
+
+	// 4. The manifest, last; then the head names it.
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -223,17 +132,17 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterNewHead)
 
-	// The record says its deletes are still to do (Stale) until they are
-	// proven done: a process cut off between the two finishes them at its
-	// next step, so no object sealed under a rotated key, or holding a
-	// destroyed one, outlives a crash (a purge's own rollover is done
-	// again by the sweep; a rotation's is not).
+	// 5. The record names the new generation, its deletes still to do
+	// (Stale) until they are proven done: a process cut off between the
+	// two finishes them at its next step, so no object sealed under a
+	// rotated key, or holding a destroyed one, outlives a crash (a purge's
+	// own rollover is done again by the sweep; a rotation's is not).
 	next := &state{
 		Target: r.cfg.Store.String(), Gen: gen, Base: m.Base, Uploaded: m.Seq,
 		Schema: schemaFP, KeyCheck: m.KeyCheck, Tables: m.Tables, Stale: true,
 		Format: chainFormat, Last: manifestKey(gen), LastHash: mw.sum,
 	}
-	trim := int64(0)
+	trim := int64(0) // the log up to seq goes in the same transaction when base is seq
 	if m.Base == m.Seq {
 		trim = m.Seq
 	}
@@ -241,15 +150,77 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterRecord)
+	// 6 and 7. Delete what the new generation does not name, then prove it
+	// gone (replica-after-deletes falls between the two).
 	if err := r.deleteAllBut(ctx, existing, gen, keptShards(m.Tables)); err != nil {
 		return err
 	}
+	// 8. The record without Stale: only now is the rollover done.
 	next.Stale = false
 	if err := r.saveState(ctx, next, 0); err != nil {
 		return err
 	}
 	r.cfg.Log.Info("replica: generation written", "generation", gen, "replicated", m.Seq, "bytes", total)
 	return nil
+}
+
+// writeShards is step 3 of a rollover to generation gen: in one read
+// transaction, at the change number seq it reads at, it writes the fold of
+// a purge's rollover (seg-<base+1>-<seq>: every row changed since base, as
+// it is now), plans the shards (the fold's rows, or a compaction's changed
+// keys, choose those cut again) and cuts them. It returns the manifest to
+// write, the schema's fingerprint and the bytes written.
+func (r *Replica) writeShards(ctx context.Context, st *state, mode rolloverMode, gen int64) (*manifest, string, int64, error) {
+	m := &manifest{Format: chainFormat, Gen: gen, Made: time.Now().UTC(), KeyCheck: r.cfg.Key.CheckValue()}
+	var schemaFP string
+	var total int64
+	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
+		seq, err := v.LastChange()
+		if err != nil {
+			return err
+		}
+		m.Seq = seq
+		if m.Schema, schemaFP, err = v.Schema(); err != nil {
+			return err
+		}
+		now, err := v.Tables()
+		if err != nil {
+			return err
+		}
+		pl := newPlanner(mode, st, now)
+		switch {
+		case pl.mode == forget && seq > st.Base:
+			key := segmentKey(gen, st.Base+1, seq)
+			w, err := r.s.put(ctx, r.cfg.Store, key, func(w io.Writer) error {
+				return writeChanges(w, v, link{}, tablesOf(now), pl.watched, st.Base, seq, pl.changed)
+			})
+			if err != nil {
+				return fmt.Errorf("write the fold: %w", err)
+			}
+			total += w.n
+			r.objects.Add(1)
+			m.Fold, m.FoldHash = key, w.sum
+		case pl.mode == compact:
+			if err := v.Changes(st.Base, seq, pl.changedKey); err != nil {
+				return err
+			}
+		}
+		plan, err := pl.plan(seq)
+		if err != nil {
+			return err
+		}
+		m.Base = plan.base
+		for _, tp := range plan.tables {
+			shards, n, err := r.cutTable(ctx, v, gen, tp)
+			if err != nil {
+				return err
+			}
+			total += n
+			m.Tables = append(m.Tables, table{RepTable: tp.RepTable, Shards: shards})
+		}
+		return nil
+	})
+	return m, schemaFP, total, err
 }
 
 func tablesOf(ts []catalog.RepTable) []table {
@@ -260,91 +231,28 @@ func tablesOf(ts []catalog.RepTable) []table {
 	return out
 }
 
-func sameShape(a, b catalog.RepTable) bool {
-	if len(a.Cols) != len(b.Cols) || len(a.Key) != len(b.Key) {
-		return false
-	}
-	for i := range a.Cols {
-		if a.Cols[i] != b.Cols[i] {
-			return false
-		}
-	}
-	for i := range a.Key {
-		if a.Key[i] != b.Key[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func colIndex(t catalog.RepTable, col string) int {
-	for i, c := range t.Cols {
-		if c == col {
-			return i
-		}
-	}
-	return -1
-}
-
-// shardOf returns the index of the shard whose range holds key: the last
-// whose Lo is at or below it (the first shard takes what lies below all).
-func shardOf(shards []shard, key []any) (int, error) {
-	lo, hi := 1, len(shards)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		k, err := decodeKey(shards[mid].Lo)
-		if err != nil {
-			return 0, err
-		}
-		if compareKeys(k, key) <= 0 {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo - 1, nil
-}
-
-// cutTable returns the shards of t for the new generation: the old ones
-// kept, except those in cut, whose ranges are read again and written as
-// new shards of gen (split when they grew). whole cuts every range anew.
-func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, t catalog.RepTable, old []shard, whole bool, cut map[int]bool) ([]shard, int64, error) {
-	if whole || len(old) == 0 {
-		if !whole && len(cut) == 0 {
-			return nil, 0, nil // empty and unchanged
-		}
-		return r.cutRange(ctx, v, gen, t, nil, nil)
-	}
+// cutTable carries out the plan of one table: its kept shards as they
+// are, each range to cut again read and written as new shards of gen
+// (split when it grew).
+func (r *Replica) cutTable(ctx context.Context, v *catalog.View, gen int64, tp tablePlan) ([]shard, int64, error) {
 	var out []shard
 	var total int64
-	for i, s := range old {
-		if !cut[i] {
-			out = append(out, s)
+	for _, s := range tp.steps {
+		if s.keep != nil {
+			out = append(out, *s.keep)
 			continue
 		}
-		var lo, hi []any
-		var err error
-		if i > 0 {
-			if lo, err = decodeKey(s.Lo); err != nil {
-				return nil, 0, err
-			}
-		}
-		if i+1 < len(old) {
-			if hi, err = decodeKey(old[i+1].Lo); err != nil {
-				return nil, 0, err
-			}
-		}
-		shards, n, err := r.cutRange(ctx, v, gen, t, lo, hi)
+		shards, n, err := r.cutRange(ctx, v, gen, tp.RepTable, s.lo, s.hi)
 		if err != nil {
 			return nil, 0, err
 		}
 		total += n
-		if len(shards) > 0 && i > 0 {
-			shards[0].Lo = s.Lo // the range keeps its bound even if its first row went
+		if len(shards) > 0 && s.bound != nil {
+			shards[0].Lo = s.bound // the range keeps its bound even if its first row went
 		}
 		out = append(out, shards...)
 	}
-	if len(out) > 0 {
+	if !tp.whole && len(out) > 0 {
 		out[0].Lo = nil
 	}
 	return out, total, nil

@@ -120,8 +120,12 @@ func (a *Archive) finishOthersPurges(ctx context.Context, hid []ids.ID, mine []c
 		return nil
 	}
 	// The purge that destroyed these keys may not have pushed that out of
-	// the log yet (invariant 4).
+	// the log yet (invariant 4), nor out of the replica: step 1 ends only
+	// once both hold the keys no more, whoever destroyed them.
 	if err := a.checkpoint(ctx); err != nil {
+		return err
+	}
+	if err := a.forget(ctx); err != nil {
 		return err
 	}
 	var errs []error

@@ -51,7 +51,7 @@ func TestRestoreRefusesLoss(t *testing.T) {
 	copyTree(t, target, older)
 
 	e.Start()
-	if r := e.Do("POST", "/erasures", k.Token, []byte(`{"uuids":["`+gone+`"]}`)); r.Status != 200 {
+	if r := e.Do("POST", "/erasures", k.Token, []byte(`{"uuids":["`+gone+`"]}`), "Content-Type", "application/json"); r.Status != 200 {
 		t.Fatalf("POST /erasures: %d %s", r.Status, r.Body)
 	}
 	for range 3 {

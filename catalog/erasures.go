@@ -151,24 +151,12 @@ func (tx *Tx) eraseOne(tenant, uuid ids.ID, matched map[ids.ID]bool, byUUID bool
 // it. The version must still be hidden and its vCon not held, as every
 // purge's key transaction checks (docs/FORMAT.md, invariant 4).
 func (tx *Tx) eraseKeys(versions []ids.ID) ([]Version, error) {
-	var out []Version
-	for _, id := range versions {
-		v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v
-			JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-			WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0`, id[:]))
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := tx.destroyKey(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return tx.destroyKeysWhere(qErasable, versions)
 }
+
+const qErasable = `SELECT ` + versionCols + ` FROM versions v
+	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0`
 
 func (tx *Tx) searchBuilt(tenant ids.ID) bool {
 	var built bool

@@ -180,10 +180,9 @@ func (u *dirUpload) Commit() error {
 	return nil
 }
 
+// Abort removes the temporary file; after Commit it does nothing (nor
+// does the file's Abort).
 func (u *dirUpload) Abort() {
-	if u.done {
-		return
-	}
 	u.done = true
 	u.f.Abort()
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/receipt"
-	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 func storeOne(t *testing.T, a *archive.Archive, tenant ids.ID) ids.ID {
@@ -71,10 +71,7 @@ func TestErasureAfterRotation(t *testing.T) {
 	}
 	before, _ := a.JWKS(ctx)
 	u := storeOne(t, a, tenant)
-	newKey, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{9}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	newKey := archivetest.MasterKey(t, 9)
 	if _, err := archive.RotateMasterKey(ctx, a.Cat, a.Key, newKey, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/vcon-server/vcon-server/internal/logline"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
-	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -127,34 +127,19 @@ type packFixture struct {
 
 func newPackFixture(t *testing.T, srv *s3test.Server, grace time.Duration) *packFixture {
 	ctx := context.Background()
-	dir := t.TempDir()
-	mk, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := testenv.NewClock(time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC))
-	cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	cat.Now = clock.Now
+	k := archivetest.Keyed(t, nil)
+	k.Cat.Now = clock.Now
 	bucket := srv.NewBucket(t, false)
 	s3 := objstore.NewS3(srv.Client(t), bucket, "pfx/", t.TempDir())
 	hooks := &hookStore{Store: s3}
-	tenant, err := cat.NewTenant(ctx, "acme", catalog.CLI)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant := k.NewTenant(t, "acme")
 	log := &syncBuf{}
-	a, err := archive.New(archive.Config{Cat: cat, Objects: hooks, Loc: catalog.InS3, Key: mk, MaxSize: 1 << 20,
+	a := k.Archive(t, archive.Config{Objects: hooks, Loc: catalog.InS3,
 		DefaultRetention: 30 * 24 * time.Hour, Now: clock.Now, Log: logline.New(log, "debug", "serve"),
 		Parquet: &archive.ParquetOptions{PackLimit: 16 << 20, ReaderGrace: grace, SpoolDir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &packFixture{t: t, ctx: ctx, a: a, p: a.Packer(), hooks: hooks, bucket: objstore.NewS3(srv.Client(t), bucket, "pfx/", t.TempDir()),
-		tenant: tenant.ID, clock: clock, log: log, bodies: map[ids.ID][]byte{}}
+		tenant: tenant, clock: clock, log: log, bodies: map[ids.ID][]byte{}}
 }
 
 // store stores n new vCons and returns their uuids.

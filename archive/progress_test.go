@@ -9,8 +9,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 // counter is a progress callback that counts its calls and their bytes.
@@ -26,15 +26,8 @@ func (c *counter) add(n int64) { c.calls++; c.bytes += n }
 // many as the catalog's counts that the progress lines take as totals.
 func TestProgressCallbacks(t *testing.T) {
 	ctx := context.Background()
-	mk, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, _, err := catalog.Create(ctx, t.TempDir(), mk.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	k := archivetest.Keyed(t, nil)
+	cat, mk := k.Cat, k.Key
 	dir, err := objstore.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -128,10 +121,7 @@ func TestProgressCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newKey, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{8}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	newKey := archivetest.MasterKey(t, 8)
 	told := 0
 	n, err := archive.RotateMasterKey(ctx, cat, mk, newKey, func(k int) { told += k })
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 // failingDeletes is a store whose deletes fail while broken is set.
@@ -32,27 +33,13 @@ func (f *failingDeletes) Delete(ctx context.Context, key string) error {
 }
 
 func newArchive(t *testing.T) (*archive.Archive, *failingDeletes, ids.ID) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	mk, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	d, err := objstore.NewDir(dir)
+	k := archivetest.New(t)
+	d, err := objstore.NewDir(k.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fd := &failingDeletes{Store: d}
-	tenant, err := cat.NewTenant(ctx, "acme", catalog.CLI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &archive.Archive{Config: archive.Config{Cat: cat, Objects: fd, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 0, Now: time.Now}}, fd, tenant.ID
+	return k.Archive(t, archive.Config{Objects: fd, Loc: catalog.InDir, DefaultRetention: 0, Now: time.Now}), fd, k.Tenant
 }
 
 // TestZeroRetentionPurgeFailure: a 0d DELETE whose object delete fails

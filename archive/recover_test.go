@@ -19,6 +19,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 // listing is a store that counts its List calls and may run a hook
@@ -59,21 +60,13 @@ type recoverFixture struct {
 
 func newRecoverFixture(t *testing.T) *recoverFixture {
 	f := &recoverFixture{t: t, ctx: context.Background(), dir: t.TempDir()}
-	mk, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{7}, 32))
+	f.mk = archivetest.MasterKey(t, 7)
+	k, err := archivetest.Make(f.ctx, f.dir, f.mk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.mk = mk
-	cat, _, err := catalog.Create(f.ctx, f.dir, mk.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenant, err := cat.NewTenant(f.ctx, "acme", catalog.CLI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.tenant = tenant.ID
-	cat.Close()
+	f.tenant = k.NewTenant(t, "acme")
+	k.Cat.Close()
 	f.restart()
 	t.Cleanup(func() { f.cat.Close() })
 	return f
@@ -96,7 +89,8 @@ func (f *recoverFixture) restart() {
 		f.t.Fatal(err)
 	}
 	f.store = &listing{Store: d}
-	f.a = &archive.Archive{Config: archive.Config{Cat: cat, Objects: f.store, Loc: catalog.InDir, Key: f.mk, MaxSize: 1 << 20, DefaultRetention: 0, Now: time.Now}}
+	k := &archivetest.Kit{Dir: f.dir, Key: f.mk, Cat: cat, Tenant: f.tenant}
+	f.a = k.Archive(f.t, archive.Config{Objects: f.store, Loc: catalog.InDir, DefaultRetention: 0, Now: time.Now})
 }
 
 func (f *recoverFixture) storeOne() ids.ID {

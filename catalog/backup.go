@@ -2,15 +2,15 @@ package catalog
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
 )
 
 // BackupInfo describes a backup just written.
@@ -46,16 +46,16 @@ func (c *Catalog) Backup(ctx context.Context, to string) (info BackupInfo, err e
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return info, fmt.Errorf("backup: %w", err)
 	}
-	dir := filepath.Dir(abs)
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := filepath.Join(dir, "."+filepath.Base(abs)+".tmp-"+hex.EncodeToString(rnd[:]))
-	// VACUUM INTO accepts an empty existing file; creating it here first
-	// fixes its mode before a wrapped key is written into it.
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// The temporary file is created here, mode 0600, before a wrapped key
+	// is written into it; VACUUM INTO accepts an empty existing file.
+	// SQLite writes it by name, so the descriptor is closed at once: a
+	// descriptor of ours closed while SQLite held a lock on the file would
+	// drop the lock.
+	f, err := durable.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".tmp-*", 0o600)
 	if err != nil {
 		return info, fmt.Errorf("backup: create a temporary file beside %s: %w", abs, err)
 	}
+	tmp := f.Name()
 	f.Close()
 	defer func() {
 		if err != nil {
@@ -75,18 +75,11 @@ func (c *Catalog) Backup(ctx context.Context, to string) (info BackupInfo, err e
 	info.To = abs
 	// VACUUM INTO does not sync what it wrote: the bytes must be on disk
 	// before the name that promises a backup is.
-	if err := syncFile(tmp); err != nil {
-		return info, fmt.Errorf("backup: sync %s: %w", tmp, err)
-	}
-	if err := os.Link(tmp, abs); err != nil {
+	if err := durable.Link(tmp, abs); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return info, fmt.Errorf("backup: %s: %w", abs, fs.ErrExist)
 		}
 		return info, fmt.Errorf("backup: publish %s: %w", abs, err)
-	}
-	os.Remove(tmp)
-	if err := syncFile(dir); err != nil {
-		return info, fmt.Errorf("backup: sync the directory %s: %w", dir, err)
 	}
 	return info, nil
 }
@@ -123,13 +116,4 @@ func inspectCopy(ctx context.Context, path string) (BackupInfo, error) {
 	}
 	info.Bytes = fi.Size()
 	return info, nil
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -151,24 +151,12 @@ func (tx *Tx) eraseOne(tenant, uuid ids.ID, matched map[ids.ID]bool, byUUID bool
 // it. The version must still be hidden and its vCon not held, as every
 // purge's key transaction checks (docs/FORMAT.md, invariant 4).
 func (tx *Tx) eraseKeys(versions []ids.ID) ([]Version, error) {
-	var out []Version
-	for _, id := range versions {
-		v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v
-			JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-			WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0`, id[:]))
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := tx.destroyKey(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return tx.destroyKeysWhere(qErasable, versions)
 }
+
+const qErasable = `SELECT ` + versionCols + ` FROM versions v
+	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0`
 
 func (tx *Tx) searchBuilt(tenant ids.ID) bool {
 	var built bool
@@ -354,43 +342,4 @@ func (tx *Tx) AddSigningKey(k SigningKey) (bool, error) {
 	_, err := tx.exec(`INSERT INTO signing_keys(kid, id, public, wrapped, created_at) VALUES (?, ?, ?, ?, ?)`,
 		k.KID, k.ID[:], k.Public, k.Wrapped, nanos(tx.now))
 	return err == nil, err
-}
-
-// rewrapSigningKeys moves the signing keys to a new master key, inside
-// the rotation's transaction, as RotateKeys does every data key.
-func (tx *Tx) rewrapSigningKeys(rewrap Rewrap) error {
-	var cat []byte
-	if err := tx.queryRow(`SELECT value FROM meta WHERE key = 'catalog_id'`).Scan(&cat); err != nil {
-		return fmt.Errorf("catalog: rotate: read catalog id: %w", err)
-	}
-	rows, err := tx.query(`SELECT id, wrapped FROM signing_keys`)
-	if err != nil {
-		return fmt.Errorf("catalog: rotate: read signing keys: %w", err)
-	}
-	type row struct {
-		id      ids.ID
-		wrapped []byte
-	}
-	var all []row
-	for rows.Next() {
-		var r row
-		var id []byte
-		if err := rows.Scan(&id, &r.wrapped); err != nil {
-			rows.Close()
-			return err
-		}
-		r.id = ids.ID(id)
-		all = append(all, r)
-	}
-	rows.Close()
-	for _, r := range all {
-		w, err := rewrap(ids.ID(cat), r.id, r.wrapped)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.exec(`UPDATE signing_keys SET wrapped = ? WHERE id = ?`, w, r.id[:]); err != nil {
-			return fmt.Errorf("catalog: rotate: write signing key: %w", err)
-		}
-	}
-	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
 )
 
 // A catalog rebuilt from its replica (docs/FORMAT.md, "Restore"): the
@@ -191,11 +193,10 @@ func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loa
 	if err := db.Close(); err != nil {
 		return err
 	}
-	if f, err = os.Open(path); err == nil {
-		err = f.Sync()
-		f.Close()
+	if err := durable.SyncFile(path); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
 	}
-	return err
+	return nil
 }
 
 // FileKeyCheck reads the master key check value of the catalog file at

@@ -41,59 +41,36 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 	n := 0
 	err := c.Update(ctx, func(tx *Tx) error {
 		n = 0
-		update, err := tx.tx.PrepareContext(tx.ctx, `UPDATE versions SET wrapped_key = ? WHERE id = ?`)
-		if err != nil {
-			return fmt.Errorf("catalog: rotate: %w", err)
-		}
-		defer update.Close()
-		type row struct {
-			id, tenant ids.ID
-			wrapped    []byte
-		}
 		var after ids.ID
 		for {
-			rows, err := tx.query(qKeys, after[:], pageSize)
+			k, last, err := tx.rewrapRows("keys", qKeys, []any{after[:], pageSize},
+				`UPDATE versions SET wrapped_key = ? WHERE id = ?`, rewrap)
 			if err != nil {
-				return fmt.Errorf("catalog: rotate: read keys: %w", err)
+				return err
 			}
-			page := make([]row, 0, pageSize)
-			for rows.Next() {
-				var id, tenant []byte
-				var r row
-				if err := rows.Scan(&id, &tenant, &r.wrapped); err != nil {
-					rows.Close()
-					return fmt.Errorf("catalog: rotate: read keys: %w", err)
-				}
-				copy(r.id[:], id)
-				copy(r.tenant[:], tenant)
-				page = append(page, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("catalog: rotate: read keys: %w", err)
-			}
-			for _, r := range page {
-				w, err := rewrap(r.tenant, r.id, r.wrapped)
-				if err != nil {
-					return err
-				}
-				if _, err := update.ExecContext(tx.ctx, w, r.id[:]); err != nil {
-					return fmt.Errorf("catalog: rotate: write key: %w", err)
-				}
-				n++
-			}
-			if len(page) < pageSize {
+			n += k
+			if k < pageSize {
 				break
 			}
-			after = page[len(page)-1].id
+			after = last
 		}
-		// The receipts' signing keys are wrapped as data keys are.
-		if err := tx.rewrapSigningKeys(rewrap); err != nil {
+		// The receipts' signing keys are wrapped as data keys are, for the
+		// catalog's id in place of a tenant's.
+		var cat []byte
+		if err := tx.queryRow(`SELECT value FROM meta WHERE key = 'catalog_id'`).Scan(&cat); err != nil {
+			return fmt.Errorf("catalog: rotate: read catalog id: %w", err)
+		}
+		if _, _, err := tx.rewrapRows("signing keys", `SELECT id, ?, wrapped FROM signing_keys`, []any{cat},
+			`UPDATE signing_keys SET wrapped = ? WHERE id = ?`, rewrap); err != nil {
 			return err
 		}
 		// Webhook secrets are sealed under the master key too: a secret
-		// left under the old one would hold its tenant's events forever.
-		if err := tx.resealSecrets(reseal); err != nil {
+		// left under the old one would hold its tenant's events forever. A
+		// secret that reseal refuses (it does not open under the old key)
+		// fails the rotation, as a data key does.
+		if _, _, err := tx.rewrapRows("webhook secrets", `SELECT tenant, tenant, secret FROM webhooks`, nil,
+			`UPDATE webhooks SET secret = ? WHERE tenant = ?`,
+			func(tenant, _ ids.ID, sealed []byte) ([]byte, error) { return reseal(tenant, sealed) }); err != nil {
 			return err
 		}
 		if err := tx.SetMeta("key_check", newCheck); err != nil {
@@ -116,6 +93,58 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 		return 0, err
 	}
 	return n, nil
+}
+
+// rewrapRows reads every row of q, each an id, its owner (the tenant, or
+// the catalog for a signing key) and bytes under the old master key, then
+// writes the bytes turn makes of them with update (arguments: the new
+// bytes, the id). The rows are read whole before the first write, so that
+// no update moves a row under the read's cursor. It returns how many rows
+// it wrote and the last id read, where the next page starts; what names
+// the rows in errors.
+func (tx *Tx) rewrapRows(what, q string, args []any, update string, turn Rewrap) (int, ids.ID, error) {
+	type row struct {
+		id, owner ids.ID
+		sealed    []byte
+	}
+	rows, err := tx.query(q, args...)
+	if err != nil {
+		return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
+	}
+	var all []row
+	for rows.Next() {
+		var id, owner []byte
+		var r row
+		if err := rows.Scan(&id, &owner, &r.sealed); err != nil {
+			rows.Close()
+			return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
+		}
+		copy(r.id[:], id)
+		copy(r.owner[:], owner)
+		all = append(all, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
+	}
+	if len(all) == 0 {
+		return 0, ids.ID{}, nil
+	}
+	st, err := tx.tx.PrepareContext(tx.ctx, update)
+	if err != nil {
+		return 0, ids.ID{}, fmt.Errorf("catalog: rotate: %w", err)
+	}
+	defer st.Close()
+	for _, r := range all {
+		b, err := turn(r.owner, r.id, r.sealed)
+		if err != nil {
+			return 0, ids.ID{}, err
+		}
+		if _, err := st.ExecContext(tx.ctx, b, r.id[:]); err != nil {
+			return 0, ids.ID{}, fmt.Errorf("catalog: rotate: write %s: %w", what, err)
+		}
+	}
+	return len(all), all[len(all)-1].id, nil
 }
 
 // RotatedAt returns the time of the last master-key rotation, and false

@@ -233,14 +233,25 @@ func (tx *Tx) VersionIDs(tenant, uuid ids.ID) ([]ids.ID, error) {
 // override), it deletes the wrapped data key. It returns the versions whose
 // key it destroyed; the others are left as they were (invariant 4).
 func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]Version, error) {
+	return tx.destroyKeysWhere(qPurgeable, versions, int64(defaultRetention), nanos(tx.now))
+}
+
+// qPurgeable reads a version whose purge may start: hidden, not held, not
+// purging, past its tenant's retention.
+const qPurgeable = `SELECT ` + versionCols + ` FROM versions v
+	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	JOIN tenants t ON t.id = v.tenant
+	WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0
+	  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?`
+
+// destroyKeysWhere destroys the key of each of versions that q, given the
+// version's id then args, finds eligible in this transaction, and returns
+// those versions; q's own conditions are the invariant 4 check of the
+// caller's kind of purge.
+func (tx *Tx) destroyKeysWhere(q string, versions []ids.ID, args ...any) ([]Version, error) {
 	var out []Version
 	for _, id := range versions {
-		v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v
-			JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-			JOIN tenants t ON t.id = v.tenant
-			WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0
-			  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?`,
-			id[:], int64(defaultRetention), nanos(tx.now)))
+		v, err := scanVersion(tx.queryRow(q, append([]any{id[:]}, args...)...))
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}

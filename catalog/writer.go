@@ -3,11 +3,13 @@ package catalog
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"time"
 
+	"github.com/vcon-server/vcon-server/internal/durable"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 )
 
@@ -162,12 +164,8 @@ func (w *writer) syncLog() {
 		return
 	}
 	w.timer.Stop()
-	f, err := os.Open(w.c.path + "-wal")
-	if err == nil {
-		err = f.Sync()
-		f.Close()
-	}
-	if err != nil && !os.IsNotExist(err) {
+	err := durable.SyncFile(w.c.path + "-wal")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.timer.Reset(noteSync) // tried again
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/durable"
 )
 
 // certHosts are the names a self-signed certificate is made for: loopback,
@@ -82,21 +83,14 @@ func selfSignedIfAbsent(cfg *config.Config) (bool, error) {
 	return true, nil
 }
 
+// writeNew writes a new TLS file whole or not at all, and durably: the
+// server that starts next reads it.
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
+	if err := durable.WriteNew(path, data, mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }

@@ -47,11 +47,7 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := e.loadConfig()
-	if err != nil {
-		return err
-	}
-	mk, cat, err := openKeyed(e.ctx, cfg)
+	cfg, mk, cat, err := e.keyed(nil)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,27 @@ func (e *env) offline(what string) (*config.Config, *seal.MasterKey, *catalog.Ca
 	return cfg, mk, cat, func() { cat.Close(); unlock() }, nil
 }
 
+// keyed loads the configuration, then the master key and the catalog it
+// opens (openKeyed), for the commands that run beside a server and need
+// the key. vet, when not nil, checks the configuration first, so that
+// what it refuses opens nothing. The caller closes the catalog.
+func (e *env) keyed(vet func(*config.Config) error) (*config.Config, *seal.MasterKey, *catalog.Catalog, error) {
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if vet != nil {
+		if err := vet(cfg); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	mk, cat, err := openKeyed(e.ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, mk, cat, nil
+}
+
 // openKeyed loads the master key and opens the data directory's catalog,
 // proving the key is the one it was made with.
 func openKeyed(ctx context.Context, cfg *config.Config) (*seal.MasterKey, *catalog.Catalog, error) {

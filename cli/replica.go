@@ -14,6 +14,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/durable"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
@@ -185,11 +186,8 @@ func runRestore(e *env, opts replica.Options) error {
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", store, err)
 	}
-	if err := os.Link(tmp, path); err != nil {
+	if err := durable.Link(tmp, path); err != nil {
 		return fmt.Errorf("restore: put the catalog in place: %w", err)
-	}
-	if err := syncDir(cfg.DataDir); err != nil {
-		return err
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(e.stderr, "vcon-server: warning: %s\n", w)
@@ -220,15 +218,6 @@ func removeRestoreScratch(dataDir string) int {
 		}
 	}
 	return n
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // replicaMetrics returns the function that copies the replica's state

@@ -73,15 +73,8 @@ func tenantSetWebhook(e *env, tenant, url, secretFile, caFile string) error {
 		}
 		st.CAPEM = string(pem)
 	}
-	cfg, err := e.loadConfig()
-	if err != nil {
-		return err
-	}
-	if err := st.Check(webhookRules(cfg)); err != nil {
-		return err
-	}
 	// The secret is kept sealed under the master key.
-	mk, cat, err := openKeyed(e.ctx, cfg)
+	_, mk, cat, err := e.keyed(func(cfg *config.Config) error { return st.Check(webhookRules(cfg)) })
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 type benchStore struct {
@@ -88,11 +89,12 @@ func setupBench(b *testing.B) *benchStore {
 			bench.err = err
 			return
 		}
-		cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
+		kit, err := archivetest.Make(ctx, dir, mk)
 		if err != nil {
 			bench.err = err
 			return
 		}
+		cat := kit.Cat
 		objects, err := objstore.NewDir(dir)
 		if err != nil {
 			bench.err = err
@@ -111,7 +113,11 @@ func setupBench(b *testing.B) *benchStore {
 			return
 		}
 		bench.tenant.Metadata = "counts"
-		bench.a = &archive.Archive{Config: archive.Config{Cat: cat, Objects: objects, Loc: catalog.InDir, Key: mk, MaxSize: 64 << 20}}
+		bench.a, err = archive.New(archive.Config{Cat: cat, Objects: objects, Loc: catalog.InDir, Key: mk, MaxSize: 64 << 20})
+		if err != nil {
+			bench.err = err
+			return
+		}
 		n := benchVersions()
 		start := time.Now()
 		var next atomic.Int64

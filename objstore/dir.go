@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
 )
 
 // tempPrefix starts the name of a file still being written. List never shows
@@ -86,11 +88,14 @@ func (d *Dir) Upload(ctx context.Context, key string, createOnly bool) (Upload, 
 	}
 	// A new file, mode 0600, made with O_EXCL under a random name:
 	// concurrent uploads of one key never share a temporary file.
-	f, err := createTemp(dir, tempPrefix)
+	f, err := durable.Create(final, tempPrefix+"*", 0o600)
 	if err != nil {
-		return nil, fsErr("create temporary file", err)
+		return nil, fmt.Errorf("objstore: %w", err)
 	}
-	return &dirUpload{ctx: ctx, f: f, d: d, dir: dir, final: final, createOnly: createOnly}, nil
+	// The new name is durable only once its folder is synced: by a sync
+	// that starts after the rename, which concurrent commits share.
+	f.SyncDir = d.syncs.sync
+	return &dirUpload{ctx: ctx, f: f, createOnly: createOnly}, nil
 }
 
 // mkdirs creates the folders leading to dir with mode 0700 and syncs the
@@ -113,8 +118,8 @@ func (d *Dir) mkdirs(dir string) error {
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fsErr("create folder", err)
 		}
-		if err := syncDir(parent); err != nil {
-			return err
+		if err := durable.SyncDir(parent); err != nil {
+			return fmt.Errorf("objstore: %w", err)
 		}
 	}
 	return nil
@@ -122,9 +127,7 @@ func (d *Dir) mkdirs(dir string) error {
 
 type dirUpload struct {
 	ctx        context.Context
-	f          *os.File
-	d          *Dir
-	dir, final string
+	f          *durable.File
 	createOnly bool
 	err        error // the first write error, returned again by Commit
 	done       bool
@@ -146,62 +149,42 @@ func (u *dirUpload) Write(p []byte) (int, error) {
 	return n, u.err
 }
 
+// Commit publishes the object with durable's steps: sync, then rename,
+// or for a create-only upload link(2), which fails when the name exists,
+// atomically, where rename(2) would replace it: of two concurrent
+// create-only uploads exactly one wins.
 func (u *dirUpload) Commit() error {
 	if u.done {
 		return errEnded
 	}
 	u.done = true
-	tmp := u.f.Name()
-	err := u.commit(tmp)
+	err := u.err
+	if err == nil {
+		err = u.ctx.Err()
+	}
 	if err != nil {
-		u.f.Close()
-		os.Remove(tmp)
-	}
-	return err
-}
-
-func (u *dirUpload) commit(tmp string) error {
-	if u.err != nil {
-		return u.err
-	}
-	if err := u.ctx.Err(); err != nil {
+		u.f.Abort()
 		return err
 	}
-	// The bytes must be on disk before any name points to them: a crash
-	// after the rename must not publish an empty or torn file.
-	if err := u.f.Sync(); err != nil {
-		return fsErr("sync", err)
-	}
-	if err := u.f.Close(); err != nil {
-		return fsErr("close", err)
-	}
 	if u.createOnly {
-		// link(2) fails when the name exists, atomically, where rename(2)
-		// would replace it: of two concurrent create-only uploads exactly
-		// one wins.
-		err := os.Link(tmp, u.final)
-		os.Remove(tmp)
-		if errors.Is(err, fs.ErrExist) {
-			return ErrExists
-		}
-		if err != nil {
-			return fsErr("link", err)
-		}
-	} else if err := os.Rename(tmp, u.final); err != nil {
-		return fsErr("rename", err)
+		err = u.f.CommitNew()
+	} else {
+		err = u.f.Commit()
 	}
-	// The new name is durable only once its folder is synced: by a sync
-	// that starts after the rename, which concurrent commits share.
-	return u.d.syncs.sync(u.dir)
+	if errors.Is(err, fs.ErrExist) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("objstore: %w", err)
+	}
+	return nil
 }
 
+// Abort removes the temporary file; after Commit it does nothing (nor
+// does the file's Abort).
 func (u *dirUpload) Abort() {
-	if u.done {
-		return
-	}
 	u.done = true
-	u.f.Close()
-	os.Remove(u.f.Name())
+	u.f.Abort()
 }
 
 // open opens the object's file, mapping a missing file, a missing folder on
@@ -211,7 +194,7 @@ func (d *Dir) open(key string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := openFile(p, os.O_RDONLY, 0)
+	f, err := durable.OpenFile(p, os.O_RDONLY, 0)
 	if missing(err) {
 		return nil, nil, ErrNotFound
 	}
@@ -309,7 +292,10 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fsErr("delete", err)
 	}
-	return d.syncs.sync(filepath.Dir(p))
+	if err := d.syncs.sync(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("objstore: %w", err)
+	}
+	return nil
 }
 
 // List walks the folders under prefix. The prefix may end inside a name
@@ -499,19 +485,6 @@ func removeTemps(dir string, cutoff time.Time, removed *int) error {
 			return fsErr("read folder", readErr)
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	f, err := openFile(dir, os.O_RDONLY, 0)
-	if err != nil {
-		return fsErr("open folder", err)
-	}
-	err = f.Sync()
-	f.Close()
-	if err != nil {
-		return fsErr("sync folder", err)
-	}
-	return nil
 }
 
 // fsErr turns a file system error into one that names the operation but

@@ -1,6 +1,10 @@
 package objstore
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
+)
 
 // dirSyncs shares folder syncs between concurrent commits and deletes, as
 // a group commit shares a log's: a name changed in a folder is durable
@@ -11,7 +15,7 @@ import "sync"
 type dirSyncs struct {
 	mu      sync.Mutex
 	folders map[string]*folderSync
-	syncDir func(string) error // syncDir; tests replace it
+	syncDir func(string) error // durable.SyncDir; tests replace it
 }
 
 // folderSync is one folder's state: whether a sync runs, and the round
@@ -61,7 +65,7 @@ func (s *dirSyncs) sync(dir string) error {
 func (s *dirSyncs) run(dir string, f *folderSync, r *syncRound) {
 	fn := s.syncDir
 	if fn == nil {
-		fn = syncDir
+		fn = durable.SyncDir
 	}
 	r.err = fn(dir)
 	close(r.done)

@@ -15,6 +15,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 type fixture struct {
@@ -31,16 +32,8 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	key, err := seal.MasterKeyFromBytes(make([]byte, seal.KeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, _, err := catalog.Create(ctx, dir, key.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	k := archivetest.Keyed(t, archivetest.MasterKey(t, 0))
+	dir, key, cat := k.Dir, k.Key, k.Cat
 	target := t.TempDir()
 	store, err := objstore.NewDir(target)
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
 )
 
 const (
@@ -82,43 +83,19 @@ func MasterKeyFromBytes(b []byte) (*MasterKey, error) {
 }
 
 // CreateMasterKeyFile writes a new master key, 32 random raw bytes, to path
-// with mode 0400. It creates the file exclusively and never overwrites: an
-// existing file may be the only key that opens a catalog's data, so the
-// error then wraps fs.ErrExist. The file and its directory are synced before
-// it returns, so a key that was reported made survives a crash.
-func CreateMasterKeyFile(path string) (err error) {
+// with mode 0400. It never overwrites: an existing file may be the only key
+// that opens a catalog's data, so the error then wraps fs.ErrExist. The key
+// is written under a temporary name, synced, linked under path and its
+// directory synced before it returns (internal/durable), so a key that was
+// reported made survives a crash, and a crash never leaves a partial key
+// under path for the next attempt to refuse.
+func CreateMasterKeyFile(path string) error {
 	var key [KeySize]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		return fmt.Errorf("seal: create master key file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
-	if err != nil {
-		return fmt.Errorf("seal: create master key file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			// A partial key file would make the next attempt refuse (it
-			// never overwrites) and then fail to load: remove it.
-			f.Close()
-			os.Remove(path)
-		}
-	}()
-	if _, err := f.Write(key[:]); err != nil {
-		return fmt.Errorf("seal: write master key file %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("seal: sync master key file %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("seal: close master key file %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("seal: sync directory of master key file %s: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("seal: sync directory of master key file %s: %w", path, err)
+	if err := durable.WriteNew(path, key[:], 0o400); err != nil {
+		return fmt.Errorf("seal: create master key file %s: %w", path, err)
 	}
 	return nil
 }

@@ -16,26 +16,13 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/search"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 func benchArchive(b *testing.B) (*archive.Archive, ids.ID) {
-	ctx := context.Background()
-	dir := b.TempDir()
-	mk, _ := seal.MasterKeyFromBytes(bytes.Repeat([]byte{9}, 32))
-	cat, _, err := catalog.Create(ctx, dir, mk.CheckValue())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cat.Close() })
-	d, _ := objstore.NewDir(dir)
-	t, err := cat.NewTenant(ctx, "acme", catalog.CLI)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &archive.Archive{Config: archive.Config{Cat: cat, Objects: d, Loc: catalog.InDir, Key: mk, MaxSize: 1 << 20, DefaultRetention: 30 * 24 * time.Hour}}, t.ID
+	k := archivetest.New(b)
+	return k.Archive(b, archive.Config{DefaultRetention: 30 * 24 * time.Hour}), k.Tenant
 }
 
 func tel(i int) string { return fmt.Sprintf("+1555%07d", i) }

@@ -19,6 +19,7 @@ import (
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
 
 // rig is a sender over a real catalog, its receivers on loopback.
@@ -38,25 +39,13 @@ type syncBuf struct {
 func (b *syncBuf) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
 func (b *syncBuf) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
-func key(t *testing.T, seed byte) *seal.MasterKey {
-	mk, err := seal.MasterKeyFromBytes(bytes.Repeat([]byte{seed}, seal.KeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mk
-}
-
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 var loopback = Rules{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 func newRig(t *testing.T, p Policy, r Rules) *rig {
-	mk := key(t, 1)
-	cat, _, err := catalog.Create(context.Background(), t.TempDir(), mk.CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	k := archivetest.Keyed(t, archivetest.MasterKey(t, 1))
+	cat, mk := k.Cat, k.Key
 	log := &syncBuf{}
 	s := &Sender{Cat: cat, Key: mk, Log: slog.New(slog.NewTextHandler(log, nil)), Metrics: NewMetrics(metrics.NewRegistry()),
 		Policy: p, Rules: r, Now: time.Now}
@@ -183,7 +172,7 @@ func TestFairAcrossTenants(t *testing.T) {
 func TestParkedDoesNotBlock(t *testing.T) {
 	r := newRig(t, Policy{First: time.Minute, Max: time.Minute, Attempts: 30, Timeout: 5 * time.Second}, loopback)
 	rcv := newReceiver(t, false)
-	broken := r.tenant("broken", rcv.srv.URL, key(t, 2))
+	broken := r.tenant("broken", rcv.srv.URL, archivetest.MasterKey(t, 2))
 	r.events(broken, 80)
 	ok := r.tenant("ok", rcv.srv.URL, r.mk)
 	r.events(ok, 5)

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/durable"
 	"github.com/vcon-server/vcon-server/s3sig"
 )
 
@@ -131,49 +132,27 @@ func Make(dir string) (bool, error) {
 	if size == 0 || free < 2*uint64(size) {
 		return false, ErrNoRoom
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+FileName+"-*")
+	// The temporary name is the one a start removes above, should a kill
+	// cut this off.
+	f, err := durable.Create(filepath.Join(dir, FileName), ".tmp-"+FileName+"-*", 0o600)
 	if err != nil {
 		return false, fmt.Errorf("reserve: make: %w", err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := allocate(f, size); err != nil {
+	if err := allocate(f.File, size); err != nil {
+		f.Abort()
 		return false, fmt.Errorf("reserve: make: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		return false, fmt.Errorf("reserve: make: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return false, fmt.Errorf("reserve: make: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, FileName)); err != nil {
-		return false, fmt.Errorf("reserve: make: %w", err)
-	}
-	ok = true
 	// The folder is synced so that the name survives a power cut: else the
 	// reserve's blocks could come back after it under the temporary name,
 	// held, and the reserve missing on a disk that may have filled since
 	// (a start removes that file again, above). Release syncs nothing: a
 	// reserve that a power cut brings back is only more room.
-	if err := syncDir(dir); err != nil {
-		return true, fmt.Errorf("reserve: make: sync the folder: %w", err)
+	if err := f.Commit(); err != nil {
+		// Made all the same when only the folder's sync failed: the
+		// reserve is in place, if not durably.
+		return Whole(dir), fmt.Errorf("reserve: make: %w", err)
 	}
 	return true, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // allocate gives f n bytes of real blocks: fallocate where the file system

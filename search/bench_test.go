@@ -50,11 +50,16 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		for i := lo; i < min(lo+batch, n); i++ {
 			v, u := ids.NewV7(start), ids.NewRandom()
-			tx.Exec(`INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`, tenant[:], u[:], v[:])
-			tx.Exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
+			exec := func(q string, args ...any) {
+				if _, err := tx.Exec(q, args...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			exec(`INSERT INTO vcons(tenant, uuid, current) VALUES (?, ?, ?)`, tenant[:], u[:], v[:])
+			exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location)
 				VALUES (?, ?, ?, 0, 'application/vcon', '', 'unsigned', 4096, 4200, x'00', 'dir')`, v[:], tenant[:], u[:])
 			for _, tok := range []search.Token{search.Of(key, "tel", search.Normalize("tel", tel(i/10))), search.Of(key, "name", "caller "+strconv.Itoa(i)), search.Of(key, "mailto", strconv.Itoa(i)+"@example.com")} {
-				tx.Exec(`INSERT INTO search_tokens(tenant, token, version) VALUES (?, ?, ?)`, tenant[:], tok[:], v[:])
+				exec(`INSERT INTO search_tokens(tenant, token, uuid, version) VALUES (?, ?, ?, ?)`, tenant[:], tok[:], u[:], v[:])
 			}
 		}
 		if err := tx.Commit(); err != nil {

@@ -164,6 +164,13 @@ func captureString(s *scanner, dst *string, max int) error {
 
 // count reads the next value and returns its length if it is an array.
 func count(s *scanner) (int, error) {
+	return arrayItems(s, func(int) error { return s.skip() })
+}
+
+// arrayItems reads the next value with fn for each item, given its index,
+// if it is an array, and skips it if not. It returns how many items it
+// read: 0 for any other value.
+func arrayItems(s *scanner, fn func(i int) error) (int, error) {
 	c, err := s.valueStart()
 	if err != nil {
 		return 0, err
@@ -171,21 +178,17 @@ func count(s *scanner) (int, error) {
 	if c != '[' {
 		return 0, s.skip()
 	}
-	return s.array(s.skip)
+	i := -1
+	return s.array(func() error {
+		i++
+		return fn(i)
+	})
 }
 
 func (d *doc) readParties(s *scanner) error {
 	d.parties, d.partyCount = nil, 0
-	c, err := s.valueStart()
-	if err != nil {
-		return err
-	}
-	if c != '[' {
-		return s.skip()
-	}
-	i := -1
-	d.partyCount, err = s.array(func() error {
-		i++
+	var err error
+	d.partyCount, err = arrayItems(s, func(i int) error {
 		var p Party
 		c, err := s.valueStart()
 		if err != nil {
@@ -220,16 +223,7 @@ func (d *doc) readParties(s *scanner) error {
 // absent, not null).
 func (d *doc) readSignatures(s *scanner) error {
 	d.headerUUID, d.headerIndex = value{}, 0
-	c, err := s.valueStart()
-	if err != nil {
-		return err
-	}
-	if c != '[' {
-		return s.skip()
-	}
-	i := -1
-	_, err = s.array(func() error {
-		i++
+	_, err := arrayItems(s, func(i int) error {
 		var uuid value
 		var seen uint32
 		if err := objectMembers(s, func(key []byte) error {

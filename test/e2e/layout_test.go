@@ -3,6 +3,9 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,10 +91,57 @@ func TestLayout(t *testing.T) {
 			}
 		}
 		f.Close()
-		if lines > 600 {
-			t.Errorf("%s has %d lines: split it by what it holds (no source file over 600)", rel, lines)
-		}
 	}
+
+	t.Run("Sizes", func(t *testing.T) {
+		for _, file := range sourceFiles(t, root) {
+			rel, _ := filepath.Rel(root, file)
+			if underTestFolder(rel) {
+				continue
+			}
+			if strings.HasPrefix(rel, "catalog/") { // catalog/: until its refiling lands
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lines := fset.File(f.Pos()).LineCount(); lines > maxFileLines {
+				t.Errorf("%s has %d lines: split it by what it holds (no production file over %d)", rel, lines, maxFileLines)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				var name string
+				switch fn := n.(type) {
+				case *ast.FuncDecl:
+					name = fn.Name.Name
+				case *ast.FuncLit:
+					name = "a function literal"
+				default:
+					return true
+				}
+				start, end := fset.Position(n.Pos()), fset.Position(n.End())
+				if lines := end.Line - start.Line + 1; lines > maxFuncLines {
+					t.Errorf("%s:%d: %s has %d lines: break it into named steps (no production function over %d)", rel, start.Line, name, lines, maxFuncLines)
+				}
+				return true
+			})
+		}
+	})
+}
+
+// The size rules hold for production code: every Go file that is not a
+// test and does not sit under a test/ or testdata/ folder.
+const (
+	maxFileLines = 500
+	maxFuncLines = 100
+)
+
+// underTestFolder reports whether a module-relative path sits under a
+// folder named test or testdata, at any depth.
+func underTestFolder(rel string) bool {
+	dirs := strings.Split(filepath.ToSlash(filepath.Dir(rel)), "/")
+	return slices.Contains(dirs, "test") || slices.Contains(dirs, "testdata")
 }
 
 // sourceFiles lists the module's Go files that are not tests.

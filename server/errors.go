@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
@@ -20,6 +21,10 @@ func statusOf(err error) (int, string) {
 	switch {
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, "not a vCon this server can keep: " + invalid.Reason
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The server's ReadTimeout ended a body that trickled in: the
+		// client's doing, so a 4xx, never a 5xx.
+		return http.StatusBadRequest, "the request body did not arrive within the server's read timeout; nothing was stored"
 	case errors.Is(err, vcon.ErrTooLarge), errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge, "the vCon is larger than max_vcon_size allows"
 	case errors.Is(err, archive.ErrUUIDMismatch):

@@ -251,9 +251,13 @@ func (c *Catalog) LivePacked(ctx context.Context, tenant ids.ID, after ids.ID, l
 	return c.idList(ctx, qLivePacked, string(Packed), tenant[:], after[:], limit)
 }
 
-// qLivePacked pages through a tenant's packed versions by id: versions_at,
-// each looked up in vcons (CROSS JOIN keeps versions the outer loop).
-const qLivePacked = `SELECT v.id FROM versions v CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid AND c.current = v.id
+// qLivePacked pages through a tenant's packed versions by id: its range
+// of versions_by_tenant, passing over those not packed (in a bucket that
+// packs, the last days' and the large ones), each looked up in vcons
+// (CROSS JOIN keeps versions the outer loop). INDEXED BY keeps SQLite
+// from versions_by_location, which holds them in stored time order.
+const qLivePacked = `SELECT v.id FROM versions v INDEXED BY versions_by_tenant
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid AND c.current = v.id
 	WHERE v.location = ? AND v.tenant = ? AND v.id > ? AND v.purge = 0 ORDER BY v.id LIMIT ?`
 
 // IsPacked reports whether the version is packed: an object of it that

@@ -37,12 +37,12 @@ func planCases(f *planFixture) []planCase {
 	return []planCase{
 		{"qKept", qKept, []any{t, mid, pageSize},
 			"SEARCH v USING INDEX versions_by_tenant (tenant=? AND id>?)"},
-		{"qAt", qAt, []any{string(InDir), t, mid, pageSize},
-			"SEARCH v USING INDEX versions_at (location=? AND (tenant,id)>(?,?))"},
+		{"qAt", qAt, []any{string(InDir), t, day, mid, pageSize},
+			"SEARCH v USING INDEX versions_by_location (location=? AND (tenant,stored_at,id)>(?,?,?))"},
 		{"qExport", qExport, []any{t, mid, f.newest[:], day, day + int64(48*time.Hour), 500},
 			"SEARCH v USING INDEX versions_by_tenant (tenant=? AND id>? AND id<?)"},
 		{"qCurrent", qCurrent, []any{t, f.midUUID[:], 100},
-			"SEARCH vcons USING INDEX vcons_current (tenant=? AND uuid>?)"},
+			"SEARCH vcons USING PRIMARY KEY (tenant=? AND uuid>?)"},
 		{"qDue", qDue, []any{f.due.hiddenAt, f.due.id[:], nanos(f.now), int64(30 * 24 * time.Hour), int64(30 * 24 * time.Hour), nanos(f.now), 500},
 			"SEARCH v USING INDEX versions_hidden ((hidden_at,id)>(?,?) AND hidden_at<?)"},
 		{"qPackable", qPackable, []any{string(InS3), t, day, mid, day + int64(24*time.Hour), int64(1 << 20), 1 << 20},
@@ -50,7 +50,7 @@ func planCases(f *planFixture) []planCase {
 		{"qOldestPackable", qOldestPackable, []any{string(InS3), t, day, int64(1 << 20)},
 			"SEARCH versions USING INDEX versions_by_location (location=? AND tenant=? AND stored_at>?)"},
 		{"qLivePacked", qLivePacked, []any{string(Packed), t, mid, 1000},
-			"SEARCH v USING INDEX versions_at (location=? AND tenant=? AND id>?)"},
+			"SEARCH v USING INDEX versions_by_tenant (tenant=? AND id>?)"},
 		{"qKeys", qKeys, []any{mid, pageSize},
 			"SEARCH versions USING PRIMARY KEY (id>?)"},
 		{"searchQuery(1)", searchQuery(1), []any{t, f.shared[:], f.midUUID[:], 51},
@@ -71,6 +71,14 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH erase_todo USING INDEX sqlite_autoindex_erase_todo_1 (erasure=?)"},
 		{"qDueEvents", qDueEvents, []any{f.mid[:], tenantsEnd, nanos(f.now), 4, 64},
 			"SEARCH w USING PRIMARY KEY (tenant>? AND tenant<?)"},
+		// Lookups that no index dropped by migration 10 may turn into a
+		// scan: the store's, and those of the rows it wrote.
+		{"qReplay", qReplay, []any{t, f.midUUID[:], []byte("mac"), "application/vcon", ""},
+			"SEARCH c USING PRIMARY KEY (tenant=? AND uuid=?)"},
+		{"qVersions", qVersions, []any{t, f.midUUID[:]},
+			"SEARCH v USING INDEX versions_by_uuid (tenant=? AND uuid=?)"},
+		{"qUncurrent", qUncurrent, []any{mid},
+			"SEARCH vcons USING PRIMARY KEY (tenant=? AND uuid=?)"},
 	}
 }
 
@@ -402,7 +410,7 @@ func TestMigrateFirstRelease(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	rows.Close()
-	for _, want := range []string{"versions_by_tenant", "versions_at", "admin_log_by_time", "search_tokens_by_version"} {
+	for _, want := range []string{"versions_by_tenant", "admin_log_by_time", "search_tokens_by_version"} {
 		if !slices.Contains(indexes, want) {
 			t.Errorf("no index %s after the migration; the catalog has %v", want, indexes)
 		}

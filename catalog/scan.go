@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/vcon-server/vcon-server/ids"
 )
@@ -38,20 +39,21 @@ func (c *Catalog) KeptPage(ctx context.Context, tenant, after ids.ID, limit int)
 	return c.page(ctx, qKept, []any{tenant[:], after[:], limit})
 }
 
-// qAt pages through the versions at a location by tenant, then id:
-// versions_at.
+// qAt pages through the versions at a location by tenant, then stored
+// time and id: versions_by_location, the index a pack run reads.
 const qAt = `SELECT ` + versionCols + ` FROM versions v
-	WHERE v.location = ? AND (v.tenant, v.id) > (?, ?) ORDER BY v.tenant, v.id LIMIT ?`
+	WHERE v.location = ? AND (v.tenant, v.stored_at, v.id) > (?, ?, ?) ORDER BY v.tenant, v.stored_at, v.id LIMIT ?`
 
 // EachAt calls fn for every version at a location, tenant by tenant, each
-// tenant's in version id order.
+// tenant's in stored time order (then version id).
 func (c *Catalog) EachAt(ctx context.Context, loc Location, fn func(Version) error) error {
 	return c.each(ctx, qAt, func(last *Version) []any {
 		var tenant, after ids.ID
+		stored := int64(math.MinInt64)
 		if last != nil {
-			tenant, after = last.Tenant, last.ID
+			tenant, stored, after = last.Tenant, nanos(last.StoredAt), last.ID
 		}
-		return []any{string(loc), tenant[:], after[:]}
+		return []any{string(loc), tenant[:], stored, after[:]}
 	}, fn)
 }
 

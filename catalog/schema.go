@@ -272,4 +272,23 @@ CREATE TABLE erase_todo (
 ALTER TABLE webhooks ADD COLUMN parked TEXT;
 CREATE INDEX webhook_events_by_tenant_due ON webhook_events (tenant, failed, next_at);
 `,
+
+	// 10: only the indexes the plans use (docs/FORMAT.md, "Indexes"),
+	// since every store writes each of them. vcons' primary key serves
+	// the list of vCons (vcons_current repeated it, less its deleted
+	// ones) and every lookup by current version, which knows the vCon
+	// (vcons_by_current). The versions at a location page by tenant and
+	// stored time on versions_by_location, and a tenant's packed ones by
+	// id on versions_by_tenant (versions_at). A vCon's versions come in
+	// id order, newest first for its /versions, with the stored time
+	// after the id so that a count of a tenant's period still reads the
+	// index only (SQLite chose to read the whole tenant on
+	// versions_by_tenant rather than sort a vCon's few versions).
+	`
+DROP INDEX vcons_current;
+DROP INDEX vcons_by_current;
+DROP INDEX versions_at;
+DROP INDEX versions_by_uuid;
+CREATE INDEX versions_by_uuid ON versions (tenant, uuid, id, stored_at);
+`,
 }

@@ -161,17 +161,23 @@ func (c *Catalog) Version(ctx context.Context, id ids.ID) (Version, error) {
 	return scanVersion(c.queryRow(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
 }
 
+// qVersions reads a vCon's versions, newest first: its range of
+// versions_by_uuid, in id order (CROSS JOIN keeps versions the outer
+// loop: SQLite else read the tenant's every version on versions_by_tenant
+// rather than sort a vCon's few).
+const qVersions = `SELECT ` + versionCols + `, (c.current IS v.id) FROM versions v
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`
+
 // Versions lists the kept versions of a vCon, newest first.
 func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version, error) {
-	return c.versions(ctx, `SELECT `+versionCols+`, (c.current IS v.id) FROM versions v
-		JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-		WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`, true, tenant[:], uuid[:])
+	return c.versions(ctx, qVersions, true, tenant[:], uuid[:])
 }
 
-// qCurrent pages through a tenant's vCons by uuid: vcons_current, which
-// holds only those with a current version (the primary key would serve
-// too, with the deleted ones in its range).
-const qCurrent = `SELECT uuid FROM vcons INDEXED BY vcons_current
+// qCurrent pages through a tenant's vCons by uuid: the primary key, whose
+// range holds the deleted ones too (no index of those with a current
+// version pays for itself at every store).
+const qCurrent = `SELECT uuid FROM vcons
 	WHERE tenant = ? AND uuid > ? AND current IS NOT NULL ORDER BY uuid LIMIT ?`
 
 // ListCurrent pages through a tenant's vCons that have a current version,
@@ -359,7 +365,7 @@ func (tx *Tx) DestroyKeyOf(id ids.ID) (bool, error) {
 	}
 	n, _ := res.RowsAffected()
 	if n > 0 {
-		if _, err := tx.exec(`UPDATE vcons SET current = NULL WHERE current = ?`, id[:]); err != nil {
+		if _, err := tx.exec(qUncurrent, id[:]); err != nil {
 			return false, err
 		}
 		if err := tx.dropTokens(id); err != nil {
@@ -368,6 +374,11 @@ func (tx *Tx) DestroyKeyOf(id ids.ID) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// qUncurrent clears the current version of the vCon of version ?1 when it
+// is that version: the vCon found by its key, from the version's row.
+const qUncurrent = `UPDATE vcons SET current = NULL
+	WHERE tenant = (SELECT tenant FROM versions WHERE id = ?1) AND uuid = (SELECT uuid FROM versions WHERE id = ?1) AND current = ?1`
 
 // SetHold sets or releases a legal hold on a uuid of a tenant. A hold may
 // be set before the vCon arrives.

@@ -108,3 +108,46 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
 	return queryAll(ctx, c, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
 }
+
+// NewTenant creates a tenant and records it in the admin log.
+func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant, error) {
+	var t Tenant
+	err := c.Update(ctx, func(tx *Tx) error {
+		var err error
+		if t, err = tx.CreateTenant(name); err != nil {
+			return err
+		}
+		return tx.record(by, &t.ID, "tenant_create", "", "")
+	})
+	return t, err
+}
+
+// SetMetadata changes a tenant's metadata level, recorded in both logs.
+func (c *Catalog) SetMetadata(ctx context.Context, id ids.ID, level Level, by Actor) (Tenant, error) {
+	if _, err := ParseLevel(string(level)); err != nil {
+		return Tenant{}, err
+	}
+	return c.changeTenant(ctx, id, by, "tenant_metadata", "metadata", func(tx *Tx) error { return tx.SetTenantMetadata(id, level) })
+}
+
+// SetRetention changes a tenant's retention override (nil: the server
+// default), recorded in both logs. The purge sweep reads it at each run.
+func (c *Catalog) SetRetention(ctx context.Context, id ids.ID, days *int, by Actor) (Tenant, error) {
+	return c.changeTenant(ctx, id, by, "tenant_retention", "retention", func(tx *Tx) error { return tx.SetTenantRetention(id, days) })
+}
+
+func (c *Catalog) changeTenant(ctx context.Context, id ids.ID, by Actor, adminAction, tenantAction string, change func(*Tx) error) (Tenant, error) {
+	var t Tenant
+	err := c.Update(ctx, func(tx *Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		if err := tx.record(by, &id, adminAction, tenantAction, ""); err != nil {
+			return err
+		}
+		var err error
+		t, err = tx.Tenant(id)
+		return err
+	})
+	return t, err
+}

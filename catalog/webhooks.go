@@ -287,48 +287,6 @@ func (c *Catalog) RetryFailed(ctx context.Context, tenant ids.ID, by Actor) (int
 	return int(n), err
 }
 
-// Replay is the current version a store's body repeats byte for byte.
-type Replay struct {
-	Version  ids.ID
-	StoredAt time.Time
-}
-
-const qReplay = `SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
-	WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`
-
-// ReplayOf returns the vCon's current version when its body's keyed hash
-// is mac and it was stored with the same content type and encoding (a
-// retried store); ErrNotFound otherwise.
-func (tx *Tx) ReplayOf(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
-	return scanReplay(tx.queryRow(qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
-}
-
-// ReplayOf is Tx.ReplayOf in a read of its own: a store asks it before
-// making its object durable, so a retry costs no write.
-func (c *Catalog) ReplayOf(ctx context.Context, tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
-	return scanReplay(c.db.QueryRowContext(ctx, qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
-}
-
-func scanReplay(row *sql.Row) (Replay, error) {
-	var id []byte
-	var at int64
-	err := row.Scan(&id, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Replay{}, ErrNotFound
-	}
-	if err != nil {
-		return Replay{}, err
-	}
-	var r Replay
-	copy(r.Version[:], id)
-	r.StoredAt = fromNanos(at)
-	return r, nil
-}
-
-// Commits counts the write batches this process committed: a cheap way
-// for a poller to see that something may have changed.
-func (c *Catalog) Commits() uint64 { return c.commits.Load() }
-
 // Outcome is what one attempt to send an event came to; a zero ID records
 // nothing.
 type Outcome struct {

@@ -22,7 +22,6 @@
 //	stmts.go         (prepared statements)                                      The catalog
 //	scan.go          (the paged-read helpers)                                   Indexes
 //	lock.go          (serve.lock beside the file)                               The data directory
-//	vocabulary.go    tenants.metadata, tenants.search, versions.form            The catalog
 //	tenants.go       tenants                                                    The catalog
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // The search index holds, per tenant, 16-byte tokens (keyed hashes of
@@ -36,7 +37,7 @@ func (tx *Tx) dropTokens(version ids.ID) error {
 // SetSearch changes a tenant's search setting, recorded in both logs. A
 // change drops the tenant's index; a setting other than off has it
 // rebuilt in the background from the first version.
-func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode SearchMode, by Actor) (Tenant, error) {
+func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode vocab.SearchMode, by Actor) (Tenant, error) {
 	return c.changeTenant(ctx, id, by, "tenant_search", "search_setting", func(tx *Tx) error {
 		t, err := tx.Tenant(id)
 		if err != nil {
@@ -56,7 +57,7 @@ func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode SearchMode, by 
 // SearchState is where a tenant's background indexing stands.
 type SearchState struct {
 	Tenant ids.ID
-	Mode   SearchMode
+	Mode   vocab.SearchMode
 	Cursor ids.ID // the last version indexed; zero before the first
 	Built  bool
 }
@@ -84,7 +85,7 @@ func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
 
 // SearchProgress records how far a tenant's background indexing went,
 // unless its setting changed meanwhile (then the work is thrown away).
-func (tx *Tx) SearchProgress(tenant ids.ID, mode SearchMode, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
+func (tx *Tx) SearchProgress(tenant ids.ID, mode vocab.SearchMode, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
 	res, err := tx.exec(`UPDATE tenants SET search_cursor = ?, search_built = ?, search_key_check = ? WHERE id = ? AND search = ?`,
 		cursor[:], built, keyCheck, tenant[:], string(mode))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // Version reads: one vCon's versions, the scans that page through a
@@ -337,6 +338,6 @@ func (c *Catalog) CountExport(ctx context.Context, tenant ids.ID, since, until t
 func (c *Catalog) CountEncrypted(ctx context.Context, tenant ids.ID) (int, error) {
 	var n int
 	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
-		tenant[:], string(FormEncrypted)).Scan(&n)
+		tenant[:], string(vocab.FormEncrypted)).Scan(&n)
 	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // Location says where a version's sealed bytes are.
@@ -45,7 +46,7 @@ type Version struct {
 	StoredAt        time.Time
 	ContentType     string
 	ContentEncoding string
-	Form            Form
+	Form            vocab.Form
 	Size            int64
 	SealedSize      int64
 	WrappedKey      []byte // nil once the purge destroyed it

@@ -18,22 +18,15 @@ type Manifest struct {
 
 // Manifests lists the tenant's recorded manifests by sequence number.
 func (c *Catalog) Manifests(ctx context.Context, tenant ids.ID) ([]Manifest, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT seq, digest, created_at FROM manifests WHERE tenant = ? ORDER BY seq`, tenant[:])
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list manifests: %w", err)
-	}
-	defer rows.Close()
-	var out []Manifest
-	for rows.Next() {
+	return queryAll(ctx, c, "manifests", func(row interface{ Scan(...any) error }) (Manifest, error) {
 		m := Manifest{Tenant: tenant}
 		var created int64
-		if err := rows.Scan(&m.Seq, &m.Digest, &created); err != nil {
-			return nil, fmt.Errorf("catalog: list manifests: %w", err)
+		if err := row.Scan(&m.Seq, &m.Digest, &created); err != nil {
+			return m, fmt.Errorf("catalog: list manifests: %w", err)
 		}
 		m.CreatedAt = fromNanos(created)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		return m, nil
+	}, `SELECT seq, digest, created_at FROM manifests WHERE tenant = ? ORDER BY seq`, tenant[:])
 }
 
 // RecordManifest records a manifest written (or found) in the bucket. A

@@ -107,25 +107,18 @@ func (c *Catalog) Packable(ctx context.Context, tenant ids.ID, from, to time.Tim
 // PackRows lists the rows the catalog places in a pack file, in version
 // order, purged or not.
 func (c *Catalog) PackRows(ctx context.Context, file ids.ID) ([]PackRow, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT id, stored_at, pack_offset, pack_length, purge FROM versions
-		WHERE pack_file = ? ORDER BY id`, file[:])
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list pack rows: %w", err)
-	}
-	defer rows.Close()
-	var out []PackRow
-	for rows.Next() {
+	return queryAll(ctx, c, "pack rows", func(row interface{ Scan(...any) error }) (PackRow, error) {
 		var r PackRow
 		var id []byte
 		var stored int64
-		if err := rows.Scan(&id, &stored, &r.Offset, &r.Length, &r.Purge); err != nil {
-			return nil, fmt.Errorf("catalog: list pack rows: %w", err)
+		if err := row.Scan(&id, &stored, &r.Offset, &r.Length, &r.Purge); err != nil {
+			return r, fmt.Errorf("catalog: list pack rows: %w", err)
 		}
 		copy(r.Version[:], id)
 		r.StoredAt = fromNanos(stored)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		return r, nil
+	}, `SELECT id, stored_at, pack_offset, pack_length, purge FROM versions
+		WHERE pack_file = ? ORDER BY id`, file[:])
 }
 
 // LivePacked returns up to limit ids, in order, of the tenant's live packed

@@ -36,12 +36,9 @@ func queryAll[T any](ctx context.Context, c *Catalog, what string, scan func(int
 	return out, rows.Err()
 }
 
+// idList reads a one-column result of ids.
 func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return scanIDs(rows)
+	return queryAll(ctx, c, "ids", scanID, q, args...)
 }
 
 // scanIDs reads a one-column result of ids, and closes it.
@@ -49,13 +46,19 @@ func scanIDs(rows *sql.Rows) ([]ids.ID, error) {
 	defer rows.Close()
 	var out []ids.ID
 	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		id, err := scanID(rows)
+		if err != nil {
 			return nil, err
 		}
-		var id ids.ID
-		copy(id[:], b)
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+func scanID(row interface{ Scan(...any) error }) (ids.ID, error) {
+	var b []byte
+	var id ids.ID
+	err := row.Scan(&b)
+	copy(id[:], b)
+	return id, err
 }

@@ -3,7 +3,6 @@ package catalog
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/vcon-server/vcon-server/ids"
@@ -64,23 +63,16 @@ type SearchState struct {
 
 // SearchBacklog lists the tenants whose index is not built yet.
 func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: search backlog: %w", err)
-	}
-	defer rows.Close()
-	var out []SearchState
-	for rows.Next() {
+	return queryAll(ctx, c, "search backlog", func(row interface{ Scan(...any) error }) (SearchState, error) {
 		var s SearchState
 		var id, cursor []byte
-		if err := rows.Scan(&id, &s.Mode, &cursor); err != nil {
-			return nil, err
+		if err := row.Scan(&id, &s.Mode, &cursor); err != nil {
+			return s, err
 		}
 		copy(s.Tenant[:], id)
 		copy(s.Cursor[:], cursor)
-		out = append(out, s)
-	}
-	return out, rows.Err()
+		return s, nil
+	}, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
 }
 
 // SearchProgress records how far a tenant's background indexing went,

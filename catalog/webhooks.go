@@ -168,31 +168,26 @@ type Event struct {
 const eventCols = `e.id, e.msg_id, e.tenant, e.uuid, e.version, e.type, e.at, e.failed, e.attempts, e.next_at, e.error`
 
 func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: read events: %w", err)
+	return queryAll(ctx, c, "events", scanEvent, q, args...)
+}
+
+func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
+	var e Event
+	var tenant, uuid, version []byte
+	var at, next int64
+	var msg sql.NullString
+	if err := row.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
+		return e, fmt.Errorf("catalog: read events: %w", err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var tenant, uuid, version []byte
-		var at, next int64
-		var msg sql.NullString
-		if err := rows.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
-			return nil, fmt.Errorf("catalog: read events: %w", err)
-		}
-		copy(e.Tenant[:], tenant)
-		if e.Type == EventErased {
-			copy(e.Erasure[:], uuid)
-		} else {
-			copy(e.UUID[:], uuid)
-		}
-		copy(e.Version[:], version)
-		e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
-		out = append(out, e)
+	copy(e.Tenant[:], tenant)
+	if e.Type == EventErased {
+		copy(e.Erasure[:], uuid)
+	} else {
+		copy(e.UUID[:], uuid)
 	}
-	return out, rows.Err()
+	copy(e.Version[:], version)
+	e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
+	return e, nil
 }
 
 // qDueEvents reads, for each tenant with a webhook that is not parked in

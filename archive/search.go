@@ -6,6 +6,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -14,7 +15,7 @@ import (
 // it, when its tenant has search on.
 func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
 	t, err := tx.Tenant(v.Tenant)
-	if err != nil || t.Search == catalog.SearchOff {
+	if err != nil || t.Search == vocab.SearchOff {
 		return err
 	}
 	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, t.Search))

@@ -111,7 +111,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	v := catalog.Version{
 		ID: vid, Tenant: req.Tenant, UUID: b.uuid, StoredAt: now,
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
-		Form: catalog.Form(b.meta.Form), Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
+		Form: b.meta.Form, Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac,
 	}
 	replay, replaced, err := a.commitVersion(ctx, req, v, b)

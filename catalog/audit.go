@@ -176,3 +176,28 @@ func (c *Catalog) records(ctx context.Context, q string, args []any, rg LogRange
 	}
 	return rows.Err()
 }
+
+// Actor is who made a change, as the audit logs record it: "cli" or
+// "key:<key id>", with the key's label.
+type Actor struct {
+	Name  string
+	Label string
+}
+
+// CLI is the actor of every command-line change.
+var CLI = Actor{Name: "cli"}
+
+func (tx *Tx) record(by Actor, tenant *ids.ID, adminAction, tenantAction, target string) error {
+	r := Record{Actor: by.Name, Label: by.Label, Action: adminAction, Target: target, Status: 200}
+	if tenant != nil {
+		r.Tenant = tenant.String()
+	}
+	if err := tx.AdminLog(r); err != nil {
+		return err
+	}
+	if tenant != nil && tenantAction != "" {
+		r.Action, r.Tenant = tenantAction, ""
+		return tx.Audit(*tenant, r)
+	}
+	return nil
+}

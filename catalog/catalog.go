@@ -1,14 +1,3 @@
-// Package catalog is the SQLite database that decides what exists: tenants,
-// keys, vCons, their versions with the wrapped data keys, pack files,
-// manifests and the audit logs (docs/FORMAT.md, "The catalog decides").
-//
-// The file is opened in WAL mode with synchronous FULL (but for the
-// records of reads: writer.go), foreign keys and secure_delete on. Several processes share it (a serving server and the
-// CLI): every connection waits on a busy timeout instead of failing, and
-// nothing read from it is cached, so a key created or revoked, or a tenant
-// changed, by the CLI applies at the server's next request. What is kept
-// is each hot query's prepared statement (stmts.go), which holds no rows:
-// every call reads the catalog as it is.
 package catalog
 
 import (
@@ -298,18 +287,6 @@ func (c *Catalog) checkpoint(ctx context.Context) error {
 			delay *= 2
 		}
 	}
-}
-
-// KeyCheck returns the master-key check value recorded at init or at the
-// last rotation, and whether a rotation replaced the first one.
-func (c *Catalog) KeyCheck(ctx context.Context) (check []byte, rotated bool, err error) {
-	err = c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'key_check'`).Scan(&check)
-	if err != nil {
-		return nil, false, fmt.Errorf("catalog: read key check: %w", err)
-	}
-	var n int
-	c.db.QueryRowContext(ctx, `SELECT count(*) FROM meta WHERE key = 'rotated_at'`).Scan(&n)
-	return check, n > 0, nil
 }
 
 // Meta reads one meta value; ErrNotFound when absent.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // An erasure takes its vCons in batches (docs/FORMAT.md, "Erasure"): its
@@ -84,7 +85,7 @@ func (tx *Tx) eraseMatches(r EraseRequest) (map[ids.ID][]ids.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Search == SearchOff {
+	if t.Search == vocab.SearchOff {
 		return nil, ErrSearchOff
 	}
 	if !tx.searchBuilt(r.Tenant) {

@@ -172,16 +172,6 @@ func (tx *Tx) idsOf(q string, args ...any) ([]ids.ID, error) {
 	return scanIDs(rows)
 }
 
-// CountEncrypted counts a tenant's kept versions that are encrypted: the
-// search index cannot hold them. It reads the tenant's range of
-// versions_by_tenant, outside any write.
-func (c *Catalog) CountEncrypted(ctx context.Context, tenant ids.ID) (int, error) {
-	var n int
-	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
-		tenant[:], string(FormEncrypted)).Scan(&n)
-	return n, err
-}
-
 // refuseErased is ErrErased when an erasure took the vCon whole: a
 // recorder's retry must not bring it back (docs/erasure.md).
 func (tx *Tx) refuseErased(tenant, uuid ids.ID) error {
@@ -307,39 +297,4 @@ func (c *Catalog) SetErasureError(ctx context.Context, id ids.ID, msg string) er
 		_, err := tx.exec(`UPDATE erasures SET error = ? WHERE id = ? AND done_at IS NULL`, nullString(msg), id[:])
 		return err
 	})
-}
-
-// SigningKey is a receipt signing key: its public key in the clear, its
-// Ed25519 seed wrapped under the master key as a data key is, with the
-// catalog id and ID in the place of the tenant and version ids.
-type SigningKey struct {
-	KID       string
-	ID        ids.ID
-	Public    []byte
-	Wrapped   []byte
-	CreatedAt time.Time
-}
-
-// SigningKeys lists the receipt signing keys, oldest first.
-func (c *Catalog) SigningKeys(ctx context.Context) ([]SigningKey, error) {
-	return queryAll(ctx, c, "signing keys", func(row interface{ Scan(...any) error }) (SigningKey, error) {
-		var k SigningKey
-		var id []byte
-		var at int64
-		err := row.Scan(&k.KID, &id, &k.Public, &k.Wrapped, &at)
-		k.ID, k.CreatedAt = ids.ID(id), fromNanos(at)
-		return k, err
-	}, `SELECT kid, id, public, wrapped, created_at FROM signing_keys ORDER BY created_at, kid`)
-}
-
-// AddSigningKey records a signing key unless one exists already; it
-// reports whether it added k (two first starts racing keep one key).
-func (tx *Tx) AddSigningKey(k SigningKey) (bool, error) {
-	var n int
-	if err := tx.queryRow(`SELECT count(*) FROM signing_keys`).Scan(&n); err != nil || n > 0 {
-		return false, err
-	}
-	_, err := tx.exec(`INSERT INTO signing_keys(kid, id, public, wrapped, created_at) VALUES (?, ?, ?, ?, ?)`,
-		k.KID, k.ID[:], k.Public, k.Wrapped, nanos(tx.now))
-	return err == nil, err
 }

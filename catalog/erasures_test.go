@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // TestEraseBound: a party erasure that matches more vCons than its limit
@@ -30,7 +31,7 @@ func TestEraseBound(t *testing.T) {
 			return err
 		}
 		for range 3 {
-			v := Version{ID: ids.NewRandom(), Tenant: tenant.ID, UUID: ids.NewRandom(), WrappedKey: []byte("k"), Location: InDir, Form: FormUnsigned}
+			v := Version{ID: ids.NewRandom(), Tenant: tenant.ID, UUID: ids.NewRandom(), WrappedKey: []byte("k"), Location: InDir, Form: vocab.FormUnsigned}
 			if _, err := tx.InsertVersion(v, CreateOnly); err != nil {
 				return err
 			}
@@ -120,7 +121,7 @@ func TestEraseNeverStored(t *testing.T) {
 		}
 	}
 	if err := c.Update(ctx, func(tx *Tx) error {
-		_, err := tx.InsertVersion(Version{ID: ids.NewRandom(), Tenant: tenant.ID, UUID: stored, WrappedKey: []byte("k"), Location: InDir, Form: FormUnsigned}, CreateOnly)
+		_, err := tx.InsertVersion(Version{ID: ids.NewRandom(), Tenant: tenant.ID, UUID: stored, WrappedKey: []byte("k"), Location: InDir, Form: vocab.FormUnsigned}, CreateOnly)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -167,3 +167,36 @@ func (c *Catalog) Keys(ctx context.Context, tenant *ids.ID) ([]Key, error) {
 	}
 	return queryAll(ctx, c, "keys", scanKey, q, args...)
 }
+
+// NewKey creates a key, recorded in the admin log and, for a tenant key,
+// in the tenant's log. The token is returned once and kept nowhere.
+func (c *Catalog) NewKey(ctx context.Context, tenant *ids.ID, scopes []string, label string, by Actor) (Key, string, error) {
+	var k Key
+	var token string
+	err := c.Update(ctx, func(tx *Tx) error {
+		if tenant != nil {
+			if _, err := tx.Tenant(*tenant); err != nil {
+				return err
+			}
+		}
+		var err error
+		if k, token, err = tx.CreateKey(tenant, scopes, label); err != nil {
+			return err
+		}
+		return tx.record(by, tenant, "key_create", "key", k.ID)
+	})
+	return k, token, err
+}
+
+// Revoke revokes a key, recorded as NewKey records its creation.
+func (c *Catalog) Revoke(ctx context.Context, id string, by Actor) (Key, error) {
+	var k Key
+	err := c.Update(ctx, func(tx *Tx) error {
+		var err error
+		if k, err = tx.RevokeKey(id); err != nil {
+			return err
+		}
+		return tx.record(by, k.Tenant, "key_revoke", "key", k.ID)
+	})
+	return k, err
+}

@@ -163,3 +163,15 @@ func (c *Catalog) RotatedAt(ctx context.Context) (time.Time, bool, error) {
 	}
 	return t, true, nil
 }
+
+// KeyCheck returns the master-key check value recorded at init or at the
+// last rotation, and whether a rotation replaced the first one.
+func (c *Catalog) KeyCheck(ctx context.Context) (check []byte, rotated bool, err error) {
+	err = c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'key_check'`).Scan(&check)
+	if err != nil {
+		return nil, false, fmt.Errorf("catalog: read key check: %w", err)
+	}
+	var n int
+	c.db.QueryRowContext(ctx, `SELECT count(*) FROM meta WHERE key = 'rotated_at'`).Scan(&n)
+	return check, n > 0, nil
+}

@@ -3,10 +3,10 @@ package catalog
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // The search index holds, per tenant, 16-byte tokens (keyed hashes of
@@ -36,7 +36,7 @@ func (tx *Tx) dropTokens(version ids.ID) error {
 // SetSearch changes a tenant's search setting, recorded in both logs. A
 // change drops the tenant's index; a setting other than off has it
 // rebuilt in the background from the first version.
-func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode SearchMode, by Actor) (Tenant, error) {
+func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode vocab.SearchMode, by Actor) (Tenant, error) {
 	return c.changeTenant(ctx, id, by, "tenant_search", "search_setting", func(tx *Tx) error {
 		t, err := tx.Tenant(id)
 		if err != nil {
@@ -56,35 +56,28 @@ func (c *Catalog) SetSearch(ctx context.Context, id ids.ID, mode SearchMode, by 
 // SearchState is where a tenant's background indexing stands.
 type SearchState struct {
 	Tenant ids.ID
-	Mode   SearchMode
+	Mode   vocab.SearchMode
 	Cursor ids.ID // the last version indexed; zero before the first
 	Built  bool
 }
 
 // SearchBacklog lists the tenants whose index is not built yet.
 func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: search backlog: %w", err)
-	}
-	defer rows.Close()
-	var out []SearchState
-	for rows.Next() {
+	return queryAll(ctx, c, "search backlog", func(row interface{ Scan(...any) error }) (SearchState, error) {
 		var s SearchState
 		var id, cursor []byte
-		if err := rows.Scan(&id, &s.Mode, &cursor); err != nil {
-			return nil, err
+		if err := row.Scan(&id, &s.Mode, &cursor); err != nil {
+			return s, err
 		}
 		copy(s.Tenant[:], id)
 		copy(s.Cursor[:], cursor)
-		out = append(out, s)
-	}
-	return out, rows.Err()
+		return s, nil
+	}, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
 }
 
 // SearchProgress records how far a tenant's background indexing went,
 // unless its setting changed meanwhile (then the work is thrown away).
-func (tx *Tx) SearchProgress(tenant ids.ID, mode SearchMode, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
+func (tx *Tx) SearchProgress(tenant ids.ID, mode vocab.SearchMode, cursor ids.ID, built bool, keyCheck []byte) (bool, error) {
 	res, err := tx.exec(`UPDATE tenants SET search_cursor = ?, search_built = ?, search_key_check = ? WHERE id = ? AND search = ?`,
 		cursor[:], built, keyCheck, tenant[:], string(mode))
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // The prepared statements keep no rows: a key revoked and a tenant changed
@@ -66,7 +68,7 @@ func TestPreparedReadsSeeOtherWriters(t *testing.T) {
 		if _, err := tx.RevokeKey(key.ID); err != nil {
 			return err
 		}
-		return tx.SetTenantMetadata(tn.ID, LevelCounts)
+		return tx.SetTenantMetadata(tn.ID, vocab.LevelCounts)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +76,7 @@ func TestPreparedReadsSeeOtherWriters(t *testing.T) {
 	if _, err := server.KeyByToken(ctx, token); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a revoked key still opens: %v", err)
 	}
-	if got, err := server.Tenant(ctx, tn.ID); err != nil || got.Metadata != LevelCounts {
+	if got, err := server.Tenant(ctx, tn.ID); err != nil || got.Metadata != vocab.LevelCounts {
 		t.Fatalf("the tenant's change is not seen: %v %v", got.Metadata, err)
 	}
 }

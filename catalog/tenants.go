@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // Tenant is one tenant. RetentionDays is nil when the server default applies.
 type Tenant struct {
 	ID            ids.ID
 	Name          string
-	Metadata      Level
+	Metadata      vocab.Level
 	RetentionDays *int
 	CreatedAt     time.Time
-	Search        SearchMode
+	Search        vocab.SearchMode
 }
 
 // ErrNameTaken is returned when a tenant name is already used.
@@ -26,7 +27,7 @@ var ErrNameTaken = errors.New("catalog: a tenant already has that name")
 
 // CreateTenant inserts a tenant with a new random id.
 func (tx *Tx) CreateTenant(name string) (Tenant, error) {
-	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: LevelNone, CreatedAt: tx.now, Search: SearchOff}
+	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff}
 	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, string(t.Metadata), nanos(t.CreatedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return Tenant{}, ErrNameTaken
@@ -35,7 +36,7 @@ func (tx *Tx) CreateTenant(name string) (Tenant, error) {
 }
 
 // SetTenantMetadata changes a tenant's metadata level.
-func (tx *Tx) SetTenantMetadata(id ids.ID, level Level) error {
+func (tx *Tx) SetTenantMetadata(id ids.ID, level vocab.Level) error {
 	return tx.updateTenant(`UPDATE tenants SET metadata = ? WHERE id = ?`, string(level), id[:])
 }
 
@@ -107,4 +108,47 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 // Tenants lists every tenant by name.
 func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
 	return queryAll(ctx, c, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
+}
+
+// NewTenant creates a tenant and records it in the admin log.
+func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant, error) {
+	var t Tenant
+	err := c.Update(ctx, func(tx *Tx) error {
+		var err error
+		if t, err = tx.CreateTenant(name); err != nil {
+			return err
+		}
+		return tx.record(by, &t.ID, "tenant_create", "", "")
+	})
+	return t, err
+}
+
+// SetMetadata changes a tenant's metadata level, recorded in both logs.
+func (c *Catalog) SetMetadata(ctx context.Context, id ids.ID, level vocab.Level, by Actor) (Tenant, error) {
+	if _, err := vocab.ParseLevel(string(level)); err != nil {
+		return Tenant{}, err
+	}
+	return c.changeTenant(ctx, id, by, "tenant_metadata", "metadata", func(tx *Tx) error { return tx.SetTenantMetadata(id, level) })
+}
+
+// SetRetention changes a tenant's retention override (nil: the server
+// default), recorded in both logs. The purge sweep reads it at each run.
+func (c *Catalog) SetRetention(ctx context.Context, id ids.ID, days *int, by Actor) (Tenant, error) {
+	return c.changeTenant(ctx, id, by, "tenant_retention", "retention", func(tx *Tx) error { return tx.SetTenantRetention(id, days) })
+}
+
+func (c *Catalog) changeTenant(ctx context.Context, id ids.ID, by Actor, adminAction, tenantAction string, change func(*Tx) error) (Tenant, error) {
+	var t Tenant
+	err := c.Update(ctx, func(tx *Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		if err := tx.record(by, &id, adminAction, tenantAction, ""); err != nil {
+			return err
+		}
+		var err error
+		t, err = tx.Tenant(id)
+		return err
+	})
+	return t, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // Location says where a version's sealed bytes are.
@@ -45,7 +46,7 @@ type Version struct {
 	StoredAt        time.Time
 	ContentType     string
 	ContentEncoding string
-	Form            Form
+	Form            vocab.Form
 	Size            int64
 	SealedSize      int64
 	WrappedKey      []byte // nil once the purge destroyed it
@@ -140,52 +141,6 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 	return replaced, err
 }
 
-// HasCurrent reports whether the vCon has a current version.
-func (c *Catalog) HasCurrent(ctx context.Context, tenant, uuid ids.ID) (bool, error) {
-	var n int
-	err := c.queryRow(ctx, `SELECT count(*) FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NOT NULL`, tenant[:], uuid[:]).Scan(&n)
-	return n > 0, err
-}
-
-// Current returns the current version of a vCon; ErrNotFound when it has
-// none (never stored, deleted, or another tenant's).
-func (c *Catalog) Current(ctx context.Context, tenant, uuid ids.ID) (Version, error) {
-	v, err := scanVersion(c.queryRow(ctx, `SELECT `+versionCols+` FROM vcons c JOIN versions v ON v.id = c.current
-		WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0`, tenant[:], uuid[:]))
-	v.Current = err == nil
-	return v, err
-}
-
-// Version returns one version by id, whatever its state.
-func (c *Catalog) Version(ctx context.Context, id ids.ID) (Version, error) {
-	return scanVersion(c.queryRow(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
-}
-
-// qVersions reads a vCon's versions, newest first: its range of
-// versions_by_uuid, in id order (CROSS JOIN keeps versions the outer
-// loop: SQLite else read the tenant's every version on versions_by_tenant
-// rather than sort a vCon's few).
-const qVersions = `SELECT ` + versionCols + `, (c.current IS v.id) FROM versions v
-	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-	WHERE v.tenant = ? AND v.uuid = ? AND v.purge = 0 ORDER BY v.id DESC`
-
-// Versions lists the kept versions of a vCon, newest first.
-func (c *Catalog) Versions(ctx context.Context, tenant, uuid ids.ID) ([]Version, error) {
-	return c.versions(ctx, qVersions, true, tenant[:], uuid[:])
-}
-
-// qCurrent pages through a tenant's vCons by uuid: the primary key, whose
-// range holds the deleted ones too (no index of those with a current
-// version pays for itself at every store).
-const qCurrent = `SELECT uuid FROM vcons
-	WHERE tenant = ? AND uuid > ? AND current IS NOT NULL ORDER BY uuid LIMIT ?`
-
-// ListCurrent pages through a tenant's vCons that have a current version,
-// in uuid byte order, after the given uuid.
-func (c *Catalog) ListCurrent(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, qCurrent, tenant[:], after[:], limit)
-}
-
 // Hide clears a vCon's current version and hides every version of it (a
 // DELETE). It returns the versions this call hid; ErrNotFound when the vCon
 // has no current version, ErrHeld when it is held.
@@ -227,232 +182,53 @@ func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
 	return hid, nil
 }
 
-// VersionIDs lists every version of a vCon the catalog still has: current,
-// hidden, or with its purge under way.
-func (tx *Tx) VersionIDs(tenant, uuid ids.ID) ([]ids.ID, error) {
-	return tx.idsOf(`SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
+// Replay is the current version a store's body repeats byte for byte.
+type Replay struct {
+	Version  ids.ID
+	StoredAt time.Time
 }
 
-// DestroyKeys is the first step of a purge: for each version that is, as
-// this transaction sees it, still hidden, not held, not already purging and
-// past its tenant's retention (defaultRetention when the tenant has no
-// override), it deletes the wrapped data key. It returns the versions whose
-// key it destroyed; the others are left as they were (invariant 4).
-func (tx *Tx) DestroyKeys(versions []ids.ID, defaultRetention time.Duration) ([]Version, error) {
-	return tx.destroyKeysWhere(qPurgeable, versions, int64(defaultRetention), nanos(tx.now))
+const qReplay = `SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
+	WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`
+
+// ReplayOf returns the vCon's current version when its body's keyed hash
+// is mac and it was stored with the same content type and encoding (a
+// retried store); ErrNotFound otherwise.
+func (tx *Tx) ReplayOf(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
+	return scanReplay(tx.queryRow(qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
 }
 
-// qPurgeable reads a version whose purge may start: hidden, not held, not
-// purging, past its tenant's retention.
-const qPurgeable = `SELECT ` + versionCols + ` FROM versions v
-	JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-	JOIN tenants t ON t.id = v.tenant
-	WHERE v.id = ? AND v.purge = 0 AND v.hidden_at IS NOT NULL AND c.held = 0
-	  AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?`
+// ReplayOf is Tx.ReplayOf in a read of its own: a store asks it before
+// making its object durable, so a retry costs no write.
+func (c *Catalog) ReplayOf(ctx context.Context, tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
+	return scanReplay(c.db.QueryRowContext(ctx, qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
+}
 
-// destroyKeysWhere destroys the key of each of versions that q, given the
-// version's id then args, finds eligible in this transaction, and returns
-// those versions; q's own conditions are the invariant 4 check of the
-// caller's kind of purge.
-func (tx *Tx) destroyKeysWhere(q string, versions []ids.ID, args ...any) ([]Version, error) {
-	var out []Version
-	for _, id := range versions {
-		v, err := scanVersion(tx.queryRow(q, append([]any{id[:]}, args...)...))
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := tx.destroyKey(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+func scanReplay(row *sql.Row) (Replay, error) {
+	var id []byte
+	var at int64
+	err := row.Scan(&id, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Replay{}, ErrNotFound
 	}
-	return out, nil
+	if err != nil {
+		return Replay{}, err
+	}
+	var r Replay
+	copy(r.Version[:], id)
+	r.StoredAt = fromNanos(at)
+	return r, nil
 }
 
-// destroyKey deletes v's wrapped data key and its search tokens: the row
-// found eligible by the caller's own query, in this transaction.
-func (tx *Tx) destroyKey(v *Version) error {
-	if _, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ? WHERE id = ?`, KeyDestroyed, v.ID[:]); err != nil {
+// MoveVersion records that a version's object moved between locations;
+// ErrChanged when it was no longer where the mover found it.
+func (tx *Tx) MoveVersion(id ids.ID, from, to Location) error {
+	res, err := tx.exec(`UPDATE versions SET location = ? WHERE id = ? AND location = ?`, string(to), id[:], string(from))
+	if err != nil {
 		return err
 	}
-	if err := tx.dropTokens(v.ID); err != nil {
-		return err
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrChanged
 	}
-	v.WrappedKey, v.Purge = nil, KeyDestroyed
 	return nil
-}
-
-// DueCursor is where a sweep stands among the versions whose purge may be
-// due: the hidden time and id of the last one PurgeDue listed. The zero
-// value is the start.
-type DueCursor struct {
-	hiddenAt int64
-	id       ids.ID
-}
-
-// qDue pages through the hidden versions whose purge may start, by hidden
-// time then id: versions_hidden, from the cursor up to the hidden time the
-// shortest retention of any tenant has reached; each looked up in vcons
-// and tenants (CROSS JOIN keeps versions the outer loop).
-const qDue = `SELECT v.id, v.hidden_at FROM versions v
-	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
-	CROSS JOIN tenants t ON t.id = v.tenant
-	WHERE v.hidden_at IS NOT NULL AND v.purge = 0 AND (v.hidden_at, v.id) > (?, ?)
-	  AND v.hidden_at <= ? - (SELECT min(COALESCE(retention_days * 86400000000000, ?)) FROM tenants)
-	  AND c.held = 0 AND v.hidden_at + COALESCE(t.retention_days * 86400000000000, ?) <= ?
-	ORDER BY v.hidden_at, v.id LIMIT ?`
-
-// PurgeDue lists up to limit versions after the cursor whose purge may
-// start: hidden, not held, past retention as the tenants' settings say
-// now; in the order they were hidden. It returns the cursor of the next
-// page, so that a sweep passes each version once, held ones included.
-func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, now time.Time, after DueCursor, limit int) ([]ids.ID, DueCursor, error) {
-	rows, err := c.db.QueryContext(ctx, qDue, after.hiddenAt, after.id[:],
-		nanos(now), int64(defaultRetention), int64(defaultRetention), nanos(now), limit)
-	if err != nil {
-		return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
-	}
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b, &after.hiddenAt); err != nil {
-			return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
-		}
-		copy(after.id[:], b)
-		out = append(out, after.id)
-	}
-	return out, after, rows.Err()
-}
-
-// Purging lists the versions whose key is destroyed and whose bytes may
-// still exist: the purges a crash or a failure left unfinished.
-func (c *Catalog) Purging(ctx context.Context) ([]Version, error) {
-	return c.versions(ctx, `SELECT `+versionCols+` FROM versions v WHERE v.purge = ? ORDER BY v.id`, false, KeyDestroyed)
-}
-
-// FinishPurge forgets a purged version once its bytes are proven gone,
-// and the vCon itself when nothing of it is left and it is not held.
-func (tx *Tx) FinishPurge(id ids.ID) error {
-	v, err := scanVersion(tx.queryRow(`SELECT `+versionCols+` FROM versions v WHERE v.id = ?`, id[:]))
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if v.Purge != KeyDestroyed {
-		return fmt.Errorf("catalog: finish purge of a version whose key is not destroyed")
-	}
-	if _, err := tx.exec(`DELETE FROM versions WHERE id = ?`, id[:]); err != nil {
-		return err
-	}
-	_, err = tx.exec(`DELETE FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NULL AND held = 0
-		AND NOT EXISTS (SELECT 1 FROM versions WHERE tenant = ? AND uuid = ?)`, v.Tenant[:], v.UUID[:], v.Tenant[:], v.UUID[:])
-	return err
-}
-
-// DestroyKeyOf destroys a version's key whatever its state: for a start
-// that finds the storage's tombstone of a version the catalog still opens
-// (a catalog restored from a backup older than the purge).
-func (tx *Tx) DestroyKeyOf(id ids.ID) (bool, error) {
-	res, err := tx.exec(`UPDATE versions SET wrapped_key = NULL, purge = ?, hidden_at = COALESCE(hidden_at, ?) WHERE id = ? AND purge = 0`, KeyDestroyed, nanos(tx.now), id[:])
-	if err != nil {
-		return false, err
-	}
-	n, _ := res.RowsAffected()
-	if n > 0 {
-		if _, err := tx.exec(qUncurrent, id[:]); err != nil {
-			return false, err
-		}
-		if err := tx.dropTokens(id); err != nil {
-			return false, err
-		}
-	}
-	return n > 0, nil
-}
-
-// qUncurrent clears the current version of the vCon of version ?1 when it
-// is that version: the vCon found by its key, from the version's row.
-const qUncurrent = `UPDATE vcons SET current = NULL
-	WHERE tenant = (SELECT tenant FROM versions WHERE id = ?1) AND uuid = (SELECT uuid FROM versions WHERE id = ?1) AND current = ?1`
-
-// SetHold sets or releases a legal hold on a uuid of a tenant. A hold may
-// be set before the vCon arrives.
-func (tx *Tx) SetHold(tenant, uuid ids.ID, held bool) error {
-	if held {
-		_, err := tx.exec(`INSERT INTO vcons(tenant, uuid, held) VALUES (?, ?, 1) ON CONFLICT(tenant, uuid) DO UPDATE SET held = 1`, tenant[:], uuid[:])
-		return err
-	}
-	if _, err := tx.exec(`UPDATE vcons SET held = 0 WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:]); err != nil {
-		return err
-	}
-	_, err := tx.exec(`DELETE FROM vcons WHERE tenant = ? AND uuid = ? AND current IS NULL
-		AND NOT EXISTS (SELECT 1 FROM versions WHERE tenant = ? AND uuid = ?)`, tenant[:], uuid[:], tenant[:], uuid[:])
-	return err
-}
-
-// Holds lists a tenant's held uuids.
-func (c *Catalog) Holds(ctx context.Context, tenant ids.ID) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND held = 1 ORDER BY uuid`, tenant[:])
-}
-
-// CountByLocation counts versions (purged or not) at each location.
-func (c *Catalog) CountByLocation(ctx context.Context) (map[Location]int, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT location, count(*) FROM versions GROUP BY location`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: count versions: %w", err)
-	}
-	defer rows.Close()
-	out := map[Location]int{}
-	for rows.Next() {
-		var l string
-		var n int
-		if err := rows.Scan(&l, &n); err != nil {
-			return nil, err
-		}
-		out[Location(l)] = n
-	}
-	return out, rows.Err()
-}
-
-// Exists reports whether the catalog has a row for the version.
-func (c *Catalog) Exists(ctx context.Context, id ids.ID) (bool, error) {
-	var n int
-	err := c.queryRow(ctx, `SELECT count(*) FROM versions WHERE id = ?`, id[:]).Scan(&n)
-	return n > 0, err
-}
-
-func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return scanIDs(rows)
-}
-
-// scanIDs reads a one-column result of ids, and closes it.
-func scanIDs(rows *sql.Rows) ([]ids.ID, error) {
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		var id ids.ID
-		copy(id[:], b)
-		out = append(out, id)
-	}
-	return out, rows.Err()
-}
-
-// TenantsWithPacked counts the tenants that have packed versions.
-func (c *Catalog) TenantsWithPacked(ctx context.Context) (int, error) {
-	var n int
-	err := c.queryRow(ctx, `SELECT count(DISTINCT tenant) FROM versions WHERE location = ?`, string(Packed)).Scan(&n)
-	return n, err
 }

@@ -168,31 +168,26 @@ type Event struct {
 const eventCols = `e.id, e.msg_id, e.tenant, e.uuid, e.version, e.type, e.at, e.failed, e.attempts, e.next_at, e.error`
 
 func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: read events: %w", err)
+	return queryAll(ctx, c, "events", scanEvent, q, args...)
+}
+
+func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
+	var e Event
+	var tenant, uuid, version []byte
+	var at, next int64
+	var msg sql.NullString
+	if err := row.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
+		return e, fmt.Errorf("catalog: read events: %w", err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var tenant, uuid, version []byte
-		var at, next int64
-		var msg sql.NullString
-		if err := rows.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
-			return nil, fmt.Errorf("catalog: read events: %w", err)
-		}
-		copy(e.Tenant[:], tenant)
-		if e.Type == EventErased {
-			copy(e.Erasure[:], uuid)
-		} else {
-			copy(e.UUID[:], uuid)
-		}
-		copy(e.Version[:], version)
-		e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
-		out = append(out, e)
+	copy(e.Tenant[:], tenant)
+	if e.Type == EventErased {
+		copy(e.Erasure[:], uuid)
+	} else {
+		copy(e.UUID[:], uuid)
 	}
-	return out, rows.Err()
+	copy(e.Version[:], version)
+	e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
+	return e, nil
 }
 
 // qDueEvents reads, for each tenant with a webhook that is not parked in
@@ -286,48 +281,6 @@ func (c *Catalog) RetryFailed(ctx context.Context, tenant ids.ID, by Actor) (int
 	})
 	return int(n), err
 }
-
-// Replay is the current version a store's body repeats byte for byte.
-type Replay struct {
-	Version  ids.ID
-	StoredAt time.Time
-}
-
-const qReplay = `SELECT v.id, v.stored_at FROM vcons c JOIN versions v ON v.id = c.current
-	WHERE c.tenant = ? AND c.uuid = ? AND v.purge = 0 AND v.body_mac = ? AND v.content_type = ? AND v.content_encoding = ?`
-
-// ReplayOf returns the vCon's current version when its body's keyed hash
-// is mac and it was stored with the same content type and encoding (a
-// retried store); ErrNotFound otherwise.
-func (tx *Tx) ReplayOf(tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
-	return scanReplay(tx.queryRow(qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
-}
-
-// ReplayOf is Tx.ReplayOf in a read of its own: a store asks it before
-// making its object durable, so a retry costs no write.
-func (c *Catalog) ReplayOf(ctx context.Context, tenant, uuid ids.ID, mac []byte, contentType, contentEncoding string) (Replay, error) {
-	return scanReplay(c.db.QueryRowContext(ctx, qReplay, tenant[:], uuid[:], mac, contentType, contentEncoding))
-}
-
-func scanReplay(row *sql.Row) (Replay, error) {
-	var id []byte
-	var at int64
-	err := row.Scan(&id, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Replay{}, ErrNotFound
-	}
-	if err != nil {
-		return Replay{}, err
-	}
-	var r Replay
-	copy(r.Version[:], id)
-	r.StoredAt = fromNanos(at)
-	return r, nil
-}
-
-// Commits counts the write batches this process committed: a cheap way
-// for a poller to see that something may have changed.
-func (c *Catalog) Commits() uint64 { return c.commits.Load() }
 
 // Outcome is what one attempt to send an event came to; a zero ID records
 // nothing.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // TestOutboxInTheChangesTransaction: the triggers write an event in the
@@ -149,7 +150,7 @@ func TestErasureEventOnceAfterItsPurges(t *testing.T) {
 		if err := c.Update(ctx, func(tx *Tx) error {
 			for _, u := range uuids {
 				v := Version{ID: ids.NewV7(time.Now()), Tenant: tenant, UUID: u, StoredAt: time.Now(), ContentType: "application/vcon",
-					Form: FormUnsigned, Location: InDir, WrappedKey: make([]byte, 61)}
+					Form: vocab.FormUnsigned, Location: InDir, WrappedKey: make([]byte, 61)}
 				if _, err := tx.InsertVersion(v, Replace); err != nil {
 					return err
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/server"
 )
 
@@ -140,7 +141,7 @@ func (e *env) withTenant(idOrName string, fn func(*catalog.Catalog, catalog.Tena
 }
 
 func tenantSetMetadata(e *env, _ *flag.FlagSet, args []string) error {
-	level, err := catalog.ParseLevel(args[1])
+	level, err := vocab.ParseLevel(args[1])
 	if err != nil {
 		return err
 	}
@@ -330,7 +331,7 @@ func auditExport(e *env, tenant string, admin bool, since, until string) error {
 }
 
 func tenantSetSearch(e *env, _ *flag.FlagSet, args []string) error {
-	mode, err := catalog.ParseSearchMode(args[1])
+	mode, err := vocab.ParseSearchMode(args[1])
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
 )
@@ -132,7 +133,7 @@ func (e *RaceError) Error() string {
 // run is one export in progress.
 type run struct {
 	opt   Options
-	level catalog.Level
+	level vocab.Level
 	now   time.Time
 
 	files  []fileEntry
@@ -156,7 +157,7 @@ type fileEntry struct {
 // Run exports opt.Tenant to opt.Target and records it in the tenant's
 // audit log. On failure it removes what it wrote, as far as it can.
 func Run(ctx context.Context, opt Options) (Result, error) {
-	level, err := catalog.ParseLevel(string(opt.Tenant.Metadata))
+	level, err := vocab.ParseLevel(string(opt.Tenant.Metadata))
 	if err != nil {
 		return Result{}, fmt.Errorf("the tenant's metadata level: %w", err)
 	}

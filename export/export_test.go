@@ -23,6 +23,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
@@ -43,7 +44,7 @@ var levelColumns = map[string][]string{
 // DuckDB's date and tenant from the Hive directories.
 func columnsUpTo(level string) []string {
 	var out []string
-	for _, l := range catalog.Levels {
+	for _, l := range vocab.Levels {
 		out = append(out, levelColumns[string(l)]...)
 		if string(l) == level {
 			break
@@ -278,7 +279,7 @@ func TestExportLevels(t *testing.T) {
 	d := storeEveryForm(t, e, "acme", 4)
 	want := keptVersions(t, e, d.Tenant)
 	clear := clearStrings(t, d)
-	for _, l := range catalog.Levels {
+	for _, l := range vocab.Levels {
 		level := string(l)
 		t.Run(level, func(t *testing.T) {
 			e.CLI("tenant", "set-metadata", d.Tenant, level)

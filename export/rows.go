@@ -10,6 +10,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/vcon"
@@ -61,7 +62,7 @@ func (x *run) process(ctx context.Context, j *job) {
 			it.skip, it.row = true, parquetstore.ExportRow{}
 			continue
 		}
-		if x.level == catalog.LevelNone {
+		if x.level == vocab.LevelNone {
 			continue
 		}
 		m, ok := x.inspect(it.row.Sealed, cur)
@@ -147,25 +148,25 @@ func (x *run) inspect(sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
 // fill sets the clear columns of level from m. An encrypted vCon shows only
 // form, gzip, size and, at full, uuid; a count the inspector could not read
 // (CountUnknown) and a time that is absent or has no zone stay NULL.
-func fill(r *parquetstore.ExportRow, level catalog.Level, m *vcon.Meta) {
+func fill(r *parquetstore.ExportRow, level vocab.Level, m *vcon.Meta) {
 	rank := levelRank(level)
 	form, gz, size := string(m.Form), m.Gzip, m.Size
 	r.Form, r.Gzip, r.Size = &form, &gz, &size
-	if rank >= levelRank(catalog.LevelFull) {
+	if rank >= levelRank(vocab.LevelFull) {
 		if id, err := ids.Parse(m.UUID); err == nil {
 			r.UUID = &id
 		}
 	}
-	if m.Form == vcon.Encrypted {
+	if m.Form == vocab.FormEncrypted {
 		return
 	}
-	if rank >= levelRank(catalog.LevelTimes) {
+	if rank >= levelRank(vocab.LevelTimes) {
 		r.CreatedAt, r.UpdatedAt = m.CreatedAt, m.UpdatedAt
 	}
-	if rank >= levelRank(catalog.LevelCounts) {
+	if rank >= levelRank(vocab.LevelCounts) {
 		r.PartyCount, r.DialogCount = count(m.PartyCount), count(m.DialogCount)
 	}
-	if rank >= levelRank(catalog.LevelFull) {
+	if rank >= levelRank(vocab.LevelFull) {
 		r.Subject = m.Subject
 		if m.PartyCount != vcon.CountUnknown {
 			// Read parties: a list, empty when the vCon has none.
@@ -177,8 +178,8 @@ func fill(r *parquetstore.ExportRow, level catalog.Level, m *vcon.Meta) {
 	}
 }
 
-func levelRank(l catalog.Level) int {
-	for i, x := range catalog.Levels {
+func levelRank(l vocab.Level) int {
+	for i, x := range vocab.Levels {
 		if x == l {
 			return i
 		}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // BenchmarkPackWrite writes pack rows of 4 KiB, the size of a small sealed
@@ -40,7 +40,7 @@ func BenchmarkExportWrite(b *testing.B) {
 	parties, dialogs := int32(2), int32(1)
 	b.SetBytes(size)
 	b.ReportAllocs()
-	w := NewExportWriter(io.Discard, catalog.LevelCounts)
+	w := NewExportWriter(io.Discard, vocab.LevelCounts)
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
 		created := at.Add(-time.Hour)

@@ -20,8 +20,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 )
 
@@ -175,26 +175,26 @@ func TestPackFileInDuckDB(t *testing.T) {
 
 // exportLevelColumns is what DESCRIBE shows for each level's own columns
 // (column_name, column_type), in order.
-var exportLevelColumns = map[catalog.Level][][2]string{
-	catalog.LevelNone: {
+var exportLevelColumns = map[vocab.Level][][2]string{
+	vocab.LevelNone: {
 		{"version", "UUID"},
 		{"stored_at", "TIMESTAMP WITH TIME ZONE"},
 		{"sealed", "BLOB"},
 	},
-	catalog.LevelForm: {
+	vocab.LevelForm: {
 		{"form", "VARCHAR"},
 		{"gzip", "BOOLEAN"},
 		{"size", "BIGINT"},
 	},
-	catalog.LevelTimes: {
+	vocab.LevelTimes: {
 		{"created_at", "TIMESTAMP WITH TIME ZONE"},
 		{"updated_at", "TIMESTAMP WITH TIME ZONE"},
 	},
-	catalog.LevelCounts: {
+	vocab.LevelCounts: {
 		{"party_count", "INTEGER"},
 		{"dialog_count", "INTEGER"},
 	},
-	catalog.LevelFull: {
+	vocab.LevelFull: {
 		{"uuid", "UUID"},
 		{"subject", "VARCHAR"},
 		{"parties", `STRUCT(tel VARCHAR, mailto VARCHAR, "name" VARCHAR)[]`},
@@ -236,7 +236,7 @@ func exportTestRows(t *testing.T) []ExportRow {
 	}
 }
 
-func writeExport(t testing.TB, level catalog.Level, rows []ExportRow) []byte {
+func writeExport(t testing.TB, level vocab.Level, rows []ExportRow) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := NewExportWriter(&buf, level)
@@ -281,7 +281,7 @@ func TestExportFilesInDuckDB(t *testing.T) {
 		},
 	}
 	var columns [][2]string
-	for _, level := range catalog.Levels {
+	for _, level := range vocab.Levels {
 		columns = append(columns, exportLevelColumns[level]...)
 		t.Run(string(level), func(t *testing.T) {
 			file := writeExport(t, level, rows)
@@ -371,7 +371,7 @@ func TestExportSeedQueries(t *testing.T) {
 			Parties: []Party{{Tel: s(fmt.Sprintf("+1555555010%d", i+1)), Name: s("Caller Example")}},
 		})
 	}
-	file := writeExport(t, catalog.LevelCounts, rows)
+	file := writeExport(t, vocab.LevelCounts, rows)
 	for _, clear := range []string{"Export example", "+15555550101", "Caller Example"} {
 		if bytes.Contains(file, []byte(clear)) {
 			t.Errorf("a file at level counts holds %q", clear)

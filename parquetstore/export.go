@@ -8,8 +8,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // MetadataLevel is the key/value metadata key of an export file that holds
@@ -176,7 +176,7 @@ const exportRowGroupBytes = 4 << 20
 // ExportWriter writes one export file at one metadata level. It holds one
 // row group in memory at a time.
 type ExportWriter struct {
-	level         catalog.Level
+	level         vocab.Level
 	out           *countingWriter
 	w             levelWriter
 	rowGroupBytes int64
@@ -189,7 +189,7 @@ type ExportWriter struct {
 // NewExportWriter starts an export file at level on w, a temporary file or
 // an upload that the caller makes visible only once Close has succeeded. An
 // unknown level is reported by Write and Close.
-func NewExportWriter(w io.Writer, level catalog.Level) *ExportWriter {
+func NewExportWriter(w io.Writer, level vocab.Level) *ExportWriter {
 	opts := append(writerOptions(),
 		parquet.KeyValueMetadata(MetadataLevel, string(level)),
 		parquet.SkipPageStatistics("sealed"),
@@ -198,18 +198,18 @@ func NewExportWriter(w io.Writer, level catalog.Level) *ExportWriter {
 	out := &countingWriter{w: w}
 	ew := &ExportWriter{level: level, out: out, rowGroupBytes: exportRowGroupBytes}
 	switch level {
-	case catalog.LevelNone:
+	case vocab.LevelNone:
 		ew.w = newLevelWriter(out, toNone, opts)
-	case catalog.LevelForm:
+	case vocab.LevelForm:
 		ew.w = newLevelWriter(out, toForm, opts)
-	case catalog.LevelTimes:
+	case vocab.LevelTimes:
 		ew.w = newLevelWriter(out, toTimes, opts)
-	case catalog.LevelCounts:
+	case vocab.LevelCounts:
 		ew.w = newLevelWriter(out, toCounts, opts)
-	case catalog.LevelFull:
+	case vocab.LevelFull:
 		ew.w = newLevelWriter(out, toFull, opts)
 	default:
-		_, err := catalog.ParseLevel(string(level))
+		_, err := vocab.ParseLevel(string(level))
 		ew.err = fmt.Errorf("parquetstore: export writer: %w", err)
 	}
 	return ew

@@ -12,20 +12,20 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 func TestParseLevel(t *testing.T) {
-	for _, l := range catalog.Levels {
-		got, err := catalog.ParseLevel(string(l))
+	for _, l := range vocab.Levels {
+		got, err := vocab.ParseLevel(string(l))
 		if err != nil || got != l {
-			t.Errorf("catalog.ParseLevel(%q) = %q, %v", l, got, err)
+			t.Errorf("vocab.ParseLevel(%q) = %q, %v", l, got, err)
 		}
 	}
-	_, err := catalog.ParseLevel("everything")
+	_, err := vocab.ParseLevel("everything")
 	if err == nil {
-		t.Fatal(`catalog.ParseLevel("everything") took it`)
+		t.Fatal(`vocab.ParseLevel("everything") took it`)
 	}
 	for _, want := range []string{`"everything"`, "none, form, times, counts, full"} {
 		if !strings.Contains(err.Error(), want) {
@@ -35,7 +35,7 @@ func TestParseLevel(t *testing.T) {
 }
 
 func TestExportWriterRefusesUnknownLevel(t *testing.T) {
-	w := NewExportWriter(io.Discard, catalog.Level("all"))
+	w := NewExportWriter(io.Discard, vocab.Level("all"))
 	if err := w.Write(ExportRow{}); err == nil || !strings.Contains(err.Error(), "none, form, times, counts, full") {
 		t.Fatalf("Write at an unknown level: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestExportWriterRefusesUnknownLevel(t *testing.T) {
 func TestExportColumnsByLevel(t *testing.T) {
 	rows := exportTestRows(t)
 	var want []string
-	for _, level := range catalog.Levels {
+	for _, level := range vocab.Levels {
 		for _, c := range exportLevelColumns[level] {
 			want = append(want, c[0])
 		}
@@ -82,7 +82,7 @@ func TestExportColumnsByLevel(t *testing.T) {
 // columns).
 func TestExportLeavesOutColumnsAboveItsLevel(t *testing.T) {
 	rows := exportTestRows(t)
-	for _, level := range catalog.Levels[:len(catalog.Levels)-1] {
+	for _, level := range vocab.Levels[:len(vocab.Levels)-1] {
 		file := writeExport(t, level, rows)
 		for _, clear := range []string{"Export example", "+15555550101", "Caller Example", "agent@example.com"} {
 			if bytes.Contains(file, []byte(clear)) {
@@ -90,14 +90,14 @@ func TestExportLeavesOutColumnsAboveItsLevel(t *testing.T) {
 			}
 		}
 	}
-	if !bytes.Contains(writeExport(t, catalog.LevelFull, rows), []byte("Caller Example")) {
+	if !bytes.Contains(writeExport(t, vocab.LevelFull, rows), []byte("Caller Example")) {
 		t.Error("level full: the file lacks a party's name")
 	}
 }
 
 func TestExportSealedIsPlain(t *testing.T) {
 	rows := exportTestRows(t)
-	file := writeExport(t, catalog.LevelFull, rows)
+	file := writeExport(t, vocab.LevelFull, rows)
 	// sealed is the third column, as in a pack file: its PLAIN values are
 	// contiguous, so the same page walk finds them.
 	f, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
@@ -138,7 +138,7 @@ func TestExportWriterMemory(t *testing.T) {
 	n := int32(2)
 	var written int64
 	grown := peakHeapGrowth(func(sample func()) {
-		w := NewExportWriter(f, catalog.LevelCounts)
+		w := NewExportWriter(f, vocab.LevelCounts)
 		base := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 		for i := range rows {
 			at := base.Add(time.Duration(i) * time.Second)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // packRows makes n rows in version order with sealed values of the sizes
@@ -183,7 +183,7 @@ func TestReadLocationsRefusesOtherFiles(t *testing.T) {
 
 	// An export file above level none has more columns than a pack file.
 	var buf bytes.Buffer
-	w := NewExportWriter(&buf, catalog.LevelForm)
+	w := NewExportWriter(&buf, vocab.LevelForm)
 	if err := w.Write(ExportRow{Version: rows[0].Version, StoredAt: rows[0].StoredAt}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/test/kit/archivetest"
 )
@@ -88,7 +89,7 @@ func BenchmarkSearch(b *testing.B) {
 // tenant's search off and on, through the store path (seal, inspect,
 // commit), to show what indexing costs.
 func BenchmarkIngestSearch(b *testing.B) {
-	for _, mode := range []catalog.SearchMode{catalog.SearchOff, catalog.SearchParties} {
+	for _, mode := range []vocab.SearchMode{vocab.SearchOff, vocab.SearchParties} {
 		b.Run(string(mode), func(b *testing.B) {
 			a, tenant := benchArchive(b)
 			if _, err := a.Cat.SetSearch(context.Background(), tenant, mode, catalog.CLI); err != nil {

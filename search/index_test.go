@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -110,7 +111,7 @@ func TestSearch(t *testing.T) {
 			}
 			// The uuid's current version is the last fixture PUT; only
 			// when that is this fixture's body must it match.
-			if bytes.Equal(cur.Body, f.Body) && hit == (m.Form == vcon.Encrypted) {
+			if bytes.Equal(cur.Body, f.Body) && hit == (m.Form == vocab.FormEncrypted) {
 				t.Errorf("%s (%s): tel %s found=%v", f.Name, m.Form, p.Tel, hit)
 			}
 		}
@@ -183,7 +184,7 @@ func TestSearchSharedVcons(t *testing.T) {
 	})
 	want := map[string]map[string]bool{} // normalised tel -> uuids
 	for u, m := range last {
-		if m.Form == vcon.Encrypted {
+		if m.Form == vocab.FormEncrypted {
 			continue
 		}
 		for _, p := range m.Parties {

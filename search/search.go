@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -111,8 +111,8 @@ func Filter(key []byte, field, value string) ([]Token, bool) {
 }
 
 // Tokens are the distinct tokens of a vCon as mode indexes it.
-func Tokens(key []byte, m *vcon.Meta, mode catalog.SearchMode) []Token {
-	if mode == catalog.SearchOff || m == nil || m.Form == vcon.Encrypted {
+func Tokens(key []byte, m *vcon.Meta, mode vocab.SearchMode) []Token {
+	if mode == vocab.SearchOff || m == nil || m.Form == vocab.FormEncrypted {
 		return nil
 	}
 	seen := map[Token]bool{}
@@ -128,7 +128,7 @@ func Tokens(key []byte, m *vcon.Meta, mode catalog.SearchMode) []Token {
 		add("mailto", p.Mailto)
 		add("name", p.Name)
 	}
-	if mode == catalog.SearchPartiesSubject && m.Subject != nil {
+	if mode == vocab.SearchPartiesSubject && m.Subject != nil {
 		for _, w := range Words(*m.Subject) {
 			add("subject", w)
 		}

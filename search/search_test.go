@@ -3,7 +3,7 @@ package search
 import (
 	"testing"
 
-	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -27,15 +27,15 @@ func TestNormalize(t *testing.T) {
 func TestTokens(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	subject := "Billing dispute, March"
-	m := &vcon.Meta{Form: vcon.Unsigned, Subject: &subject, Parties: []vcon.Party{{Tel: "+15555550101", Name: "Ada"}, {Tel: "tel:+1 555 555 0101", Mailto: "mailto:ada@example.com"}}}
-	if n := len(Tokens(key, m, catalog.SearchParties)); n != 3 {
+	m := &vcon.Meta{Form: vocab.FormUnsigned, Subject: &subject, Parties: []vcon.Party{{Tel: "+15555550101", Name: "Ada"}, {Tel: "tel:+1 555 555 0101", Mailto: "mailto:ada@example.com"}}}
+	if n := len(Tokens(key, m, vocab.SearchParties)); n != 3 {
 		t.Fatalf("parties: %d tokens, want 3 (one tel, one name, one mailto)", n)
 	}
-	if n := len(Tokens(key, m, catalog.SearchPartiesSubject)); n != 6 {
+	if n := len(Tokens(key, m, vocab.SearchPartiesSubject)); n != 6 {
 		t.Fatalf("parties+subject: %d tokens, want 6", n)
 	}
-	m.Form = vcon.Encrypted
-	if n := len(Tokens(key, m, catalog.SearchPartiesSubject)); n != 0 {
+	m.Form = vocab.FormEncrypted
+	if n := len(Tokens(key, m, vocab.SearchPartiesSubject)); n != 0 {
 		t.Fatalf("encrypted: %d tokens", n)
 	}
 	a, _ := Query(key, "tel", "+1 555 555 0101")

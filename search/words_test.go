@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
@@ -16,9 +16,9 @@ func TestFilter(t *testing.T) {
 		t.Errorf("Words: %s", got)
 	}
 	subject := "Billing dispute, March"
-	m := &vcon.Meta{Form: vcon.Unsigned, Subject: &subject}
+	m := &vcon.Meta{Form: vocab.FormUnsigned, Subject: &subject}
 	indexed := map[Token]bool{}
-	for _, tok := range Tokens(key, m, catalog.SearchPartiesSubject) {
+	for _, tok := range Tokens(key, m, vocab.SearchPartiesSubject) {
 		indexed[tok] = true
 	}
 	ts, ok := Filter(key, "subject", "MARCH; billing billing")

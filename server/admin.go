@@ -12,6 +12,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 func by(r *http.Request) catalog.Actor {
@@ -116,7 +117,7 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	level, err := catalog.ParseLevel(body.Metadata)
+	level, err := vocab.ParseLevel(body.Metadata)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -223,7 +224,7 @@ func (s *Server) setSearch(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
-	mode, err := catalog.ParseSearchMode(body.Search)
+	mode, err := vocab.ParseSearchMode(body.Search)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -136,14 +137,14 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 }
 
 type versionJSON struct {
-	Version  string       `json:"version"`
-	StoredAt string       `json:"stored_at"`
-	Current  bool         `json:"current"`
-	Hidden   bool         `json:"hidden"`
-	HiddenAt *string      `json:"hidden_at"`
-	Form     catalog.Form `json:"form"`
-	Gzip     bool         `json:"gzip"`
-	Size     int64        `json:"size"`
+	Version  string     `json:"version"`
+	StoredAt string     `json:"stored_at"`
+	Current  bool       `json:"current"`
+	Hidden   bool       `json:"hidden"`
+	HiddenAt *string    `json:"hidden_at"`
+	Form     vocab.Form `json:"form"`
+	Gzip     bool       `json:"gzip"`
+	Size     int64      `json:"size"`
 }
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
@@ -293,10 +294,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 	if err != nil {
 		return s.failErr(w, r, err), target
 	}
-	if t.Search == catalog.SearchOff {
+	if t.Search == vocab.SearchOff {
 		return s.fail(w, r, http.StatusConflict, "search is off for this tenant; an operator turns it on with vcon-server tenant set-search"), target
 	}
-	if _, ok := filters["subject"]; ok && t.Search != catalog.SearchPartiesSubject {
+	if _, ok := filters["subject"]; ok && t.Search != vocab.SearchPartiesSubject {
 		return s.fail(w, r, http.StatusConflict, "this tenant's search indexes parties, not subjects; an operator indexes subjects too with vcon-server tenant set-search, setting parties+subject"), target
 	}
 	got, err := s.Archive.Search(r.Context(), *k.Tenant, filters, after, limit+1)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // The JSON views of the catalog's rows: what the admin API answers and
@@ -13,12 +14,12 @@ import (
 
 // TenantJSON is a tenant as the admin API answers it and commands print it.
 type TenantJSON struct {
-	ID        string             `json:"id"`
-	Name      string             `json:"name"`
-	Metadata  catalog.Level      `json:"metadata"`
-	Retention *string            `json:"retention"` // "30d"; null: the server default
-	Search    catalog.SearchMode `json:"search"`
-	CreatedAt string             `json:"created_at"`
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Metadata  vocab.Level      `json:"metadata"`
+	Retention *string          `json:"retention"` // "30d"; null: the server default
+	Search    vocab.SearchMode `json:"search"`
+	CreatedAt string           `json:"created_at"`
 }
 
 // TenantView is t as JSON.

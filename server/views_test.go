@@ -7,6 +7,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/server"
 )
 
@@ -24,11 +25,11 @@ func TestViews(t *testing.T) {
 		v    any
 		want string
 	}{
-		{server.TenantView(catalog.Tenant{ID: id, Name: "acme", Metadata: catalog.LevelCounts, RetentionDays: &d, CreatedAt: at, Search: catalog.SearchPartiesSubject}),
+		{server.TenantView(catalog.Tenant{ID: id, Name: "acme", Metadata: vocab.LevelCounts, RetentionDays: &d, CreatedAt: at, Search: vocab.SearchPartiesSubject}),
 			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"acme","metadata":"counts","retention":"30d","search":"parties+subject","created_at":"2026-11-05T01:02:03.4005006Z"}`},
-		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: catalog.LevelNone, RetentionDays: &z, CreatedAt: at2, Search: catalog.SearchOff}),
+		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: vocab.LevelNone, RetentionDays: &z, CreatedAt: at2, Search: vocab.SearchOff}),
 			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":"0d","search":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
-		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: catalog.LevelNone, CreatedAt: at2, Search: catalog.SearchOff}),
+		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: vocab.LevelNone, CreatedAt: at2, Search: vocab.SearchOff}),
 			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":null,"search":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
 		{server.TenantViews(nil), `[]`},
 		{server.KeyView(catalog.Key{ID: "k1", Tenant: &id, Scopes: []string{"read", "write"}, Label: "rec<1>", CreatedAt: at}),

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // TestByteOrderMark: a body, or a gzip body's inflated text, that starts
@@ -23,7 +25,7 @@ func TestByteOrderMark(t *testing.T) {
 		if err != nil {
 			t.Fatalf("gzip %v: %v", gz, err)
 		}
-		if m.UUID != u || m.Form != Unsigned || m.PartyCount != 1 || m.Size != int64(len(data)) {
+		if m.UUID != u || m.Form != vocab.FormUnsigned || m.PartyCount != 1 || m.Size != int64(len(data)) {
 			t.Errorf("gzip %v: %+v", gz, m)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // From a document read (document.go) to its Meta: the form it turned out
@@ -20,18 +21,18 @@ func (d *doc) meta() (*Meta, error) {
 	m := &Meta{Form: d.form(), PartyCount: CountUnknown, DialogCount: CountUnknown}
 	var err error
 	switch m.Form {
-	case Encrypted:
+	case vocab.FormEncrypted:
 		if !d.unprotectedUUID.present() {
 			return nil, &InvalidError{Reason: "encrypted vCon without unprotected.uuid: an encrypted vCon must name its uuid in the JWE unprotected header"}
 		}
 		m.UUID, err = checkUUID(d.unprotectedUUID, "unprotected.uuid")
-	case Signed:
+	case vocab.FormSigned:
 		if d.payload != nil && d.payload.dup != "" {
 			// Whatever its form: a verifier reads the payload too.
 			return nil, dupError(d.payload.dup, " in the payload")
 		}
 		p, why := d.payload, d.payloadErr
-		if p != nil && p.form() != Unsigned {
+		if p != nil && p.form() != vocab.FormUnsigned {
 			p, why = nil, fmt.Errorf("it is a %s vCon, not an unsigned one", p.form())
 		}
 		switch {
@@ -71,14 +72,14 @@ func (d *doc) meta() (*Meta, error) {
 
 // form: JWE and JWS General JSON are told by their required members; any
 // other object is an unsigned vCon.
-func (d *doc) form() Form {
+func (d *doc) form() vocab.Form {
 	switch {
 	case d.hasCiphertext && d.hasRecipients:
-		return Encrypted
+		return vocab.FormEncrypted
 	case d.hasPayload && d.hasSignatures:
-		return Signed
+		return vocab.FormSigned
 	}
-	return Unsigned
+	return vocab.FormUnsigned
 }
 
 // fill sets the metadata an unsigned vCon's own fields give.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // refInspect is a second reading of the package's rules, written with
@@ -38,10 +39,10 @@ func refInspect(data []byte, limit int64) (*Meta, string) {
 	m := &Meta{Form: refForm(obj), PartyCount: CountUnknown, DialogCount: CountUnknown, Size: int64(len(data))}
 	var uuid any
 	switch m.Form {
-	case Encrypted:
+	case vocab.FormEncrypted:
 		u, _ := obj["unprotected"].(map[string]any)
 		uuid = u["uuid"]
-	case Signed:
+	case vocab.FormSigned:
 		if sigs, ok := obj["signatures"].([]any); ok {
 			for _, sig := range sigs {
 				sm, _ := sig.(map[string]any)
@@ -81,15 +82,15 @@ func refInspect(data []byte, limit int64) (*Meta, string) {
 	return m, ""
 }
 
-func refForm(obj map[string]any) Form {
+func refForm(obj map[string]any) vocab.Form {
 	has := func(k string) bool { _, ok := obj[k]; return ok }
 	switch {
 	case has("ciphertext") && has("recipients"):
-		return Encrypted
+		return vocab.FormEncrypted
 	case has("payload") && has("signatures"):
-		return Signed
+		return vocab.FormSigned
 	}
-	return Unsigned
+	return vocab.FormUnsigned
 }
 
 // refPayload decodes a payload whole: '=' padding only at the end, the
@@ -134,7 +135,7 @@ func refPayload(v any, limit int64) (p map[string]any, dup, tooLarge bool) {
 	if refDup(b) {
 		return nil, true, false
 	}
-	if refForm(p) != Unsigned {
+	if refForm(p) != vocab.FormUnsigned {
 		return nil, false, false
 	}
 	return p, false, false

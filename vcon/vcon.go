@@ -33,18 +33,8 @@ import (
 	"errors"
 	"io"
 	"time"
-)
 
-// Form is how a vCon arrived: as a plain JSON object, or wrapped in JWS
-// (signed) or JWE (encrypted) General JSON serialization. An object with
-// "ciphertext" and "recipients" is encrypted; else one with "payload" and
-// "signatures" is signed; any other object is unsigned.
-type Form string
-
-const (
-	Unsigned  Form = "unsigned"
-	Signed    Form = "signed"
-	Encrypted Form = "encrypted"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 // CountUnknown is Meta.PartyCount and Meta.DialogCount when the counts
@@ -80,7 +70,12 @@ type Party struct {
 // an unsigned vCon (but a signature header names the uuid) the rest is
 // unknown: zero values and CountUnknown.
 type Meta struct {
-	Form Form
+	// Form is how the vCon arrived: as a plain JSON object, or wrapped in
+	// JWS (signed) or JWE (encrypted) General JSON serialization. An
+	// object with "ciphertext" and "recipients" is encrypted; else one
+	// with "payload" and "signatures" is signed; any other object is
+	// unsigned.
+	Form vocab.Form
 	// UUID is the vCon's uuid in lowercase: the top-level uuid of an
 	// unsigned vCon, the first signatures[i].header.uuid of a signed one
 	// (else its payload's uuid: a header uuid wins over the payload's),

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 
 const testLimit = 64 << 20
@@ -125,11 +127,11 @@ func TestSharedVCons(t *testing.T) {
 				}
 				switch {
 				case strings.Contains(name, "encrypted"):
-					if m.Form != Encrypted {
+					if m.Form != vocab.FormEncrypted {
 						t.Errorf("form %s, want encrypted", m.Form)
 					}
 				case strings.Contains(name, "signed"):
-					if m.Form != Signed {
+					if m.Form != vocab.FormSigned {
 						t.Errorf("form %s, want signed", m.Form)
 					}
 				}
@@ -180,7 +182,7 @@ func strp(s string) *string { return &s }
 // TestProjectVCons checks the Meta of each of the project's own vCons.
 func TestProjectVCons(t *testing.T) {
 	u040 := Meta{
-		Form:      Unsigned,
+		Form:      vocab.FormUnsigned,
 		UUID:      "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41",
 		Syntax:    "0.4.0",
 		CreatedAt: tm("2025-05-14T09:30:12.25Z"),
@@ -195,7 +197,7 @@ func TestProjectVCons(t *testing.T) {
 		DialogCount: 2,
 	}
 	u001 := Meta{
-		Form:   Unsigned,
+		Form:   vocab.FormUnsigned,
 		UUID:   "3d9c1e7a-52b4-4f08-a6c3-0b9e2d714f5c",
 		Syntax: "0.0.1",
 		Parties: []Party{
@@ -206,10 +208,10 @@ func TestProjectVCons(t *testing.T) {
 		DialogCount: 2,
 	}
 	signed := u040
-	signed.Form = Signed
+	signed.Form = vocab.FormSigned
 	signedGz := u001
-	signedGz.Form = Signed
-	encrypted := Meta{Form: Encrypted, UUID: "018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5", PartyCount: CountUnknown, DialogCount: CountUnknown}
+	signedGz.Form = vocab.FormSigned
+	encrypted := Meta{Form: vocab.FormEncrypted, UUID: "018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5", PartyCount: CountUnknown, DialogCount: CountUnknown}
 
 	valid := map[string]Meta{
 		"unsigned-0.4.0.vcon":         u040,
@@ -580,7 +582,7 @@ func TestSigned(t *testing.T) {
 			case err != nil:
 				t.Fatal(err)
 			}
-			if m.Form != Signed || m.UUID != tc.uuid {
+			if m.Form != vocab.FormSigned || m.UUID != tc.uuid {
 				t.Errorf("form %s uuid %s, want signed %s", m.Form, m.UUID, tc.uuid)
 			}
 			if c := fmt.Sprint(m.PartyCount, " ", m.DialogCount); c != tc.counts {
@@ -838,7 +840,7 @@ func TestBoundedMemorySigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d MiB inspected in %v, %d KiB allocated", m.Size>>20, time.Since(start).Round(time.Millisecond), a>>10)
-	if m.Form != Signed || m.UUID != "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41" || m.DialogCount != 1 || m.PartyCount != 2 || m.Size < 48<<20 {
+	if m.Form != vocab.FormSigned || m.UUID != "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41" || m.DialogCount != 1 || m.PartyCount != 2 || m.Size < 48<<20 {
 		t.Errorf("Meta %+v", m)
 	}
 	if a > boundedAlloc {

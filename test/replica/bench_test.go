@@ -431,7 +431,7 @@ func sealOne(dataDir string, mk *seal.MasterKey, tenant, uuid ids.ID, i int) (ca
 	}
 	return catalog.Version{
 		ID: vid, Tenant: tenant, UUID: uuid, StoredAt: now, ContentType: "application/vcon",
-		Form: catalog.Form(meta.Form), Size: meta.Size, SealedSize: seal.SealedSize(meta.Size),
+		Form: meta.Form, Size: meta.Size, SealedSize: seal.SealedSize(meta.Size),
 		WrappedKey: wrapped, Location: catalog.InDir,
 	}, nil
 }

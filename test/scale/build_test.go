@@ -283,7 +283,7 @@ func sealOne(dataDir string, mk *seal.MasterKey, tenant, uuid ids.ID, b []byte) 
 	}
 	return catalog.Version{
 		ID: vid, Tenant: tenant, UUID: uuid, StoredAt: now, ContentType: "application/vcon",
-		Form: catalog.Form(meta.Form), Size: meta.Size, SealedSize: seal.SealedSize(meta.Size),
+		Form: meta.Form, Size: meta.Size, SealedSize: seal.SealedSize(meta.Size),
 		WrappedKey: wrapped, Location: catalog.InDir,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -19,7 +20,7 @@ type Fixture struct {
 	Name        string
 	Body        []byte
 	UUID        string
-	Form        vcon.Form
+	Form        vocab.Form
 	ContentType string
 	Encoding    string
 }

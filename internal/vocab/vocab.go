@@ -1,14 +1,16 @@
-package catalog
+// Package vocab is the product's vocabulary: the values a tenant's search
+// setting, a version's form and a tenant's metadata level take. The
+// catalog holds them in text columns, vcon reads a vCon's form, search
+// and parquetstore choose fields by them; each has one type, one list
+// and, where people type it, one parser whose refusal the docs quote word
+// for word. It imports nothing of the module, so the packages that only
+// need these words do not pull in the catalog and its SQLite driver.
+package vocab
 
 import (
 	"fmt"
 	"strings"
 )
-
-// The catalog's vocabulary: the values its text columns hold for a
-// tenant's search setting, a version's form and a tenant's metadata level.
-// Each has one type, one list and, where people type it, one parser
-// whose refusal the docs quote word for word.
 
 // SearchMode is a tenant's search setting (docs/search.md): which fields
 // of its vCons the blind index holds.

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
-	"github.com/vcon-server/vcon-server/receipt"
+	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/receipt"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/search"
 )

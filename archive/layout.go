@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Every object key vcon-server writes is spelled in this file: the data

@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // TestChooseMerges: the merge's plan (docs/FORMAT.md, "Merge") is made from

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Record is one line of a tenant's audit log or of the admin log. Target is

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Erasures for a data subject (docs/erasure.md; docs/FORMAT.md,

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 )
 

@@ -3,7 +3,7 @@ package catalog
 import (
 	"context"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Hold sets or releases a legal hold, recorded in both logs.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Scopes a tenant key may hold.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Manifest is one manifest written to the bucket for a tenant.

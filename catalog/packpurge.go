@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // FilesWithPurges lists the tenant's pack files that hold a row whose

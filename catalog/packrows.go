@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // PackCandidate is a version a pack run may take: an object in the bucket.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // PackState is where a pack file is in its life (docs/FORMAT.md, "Pack

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // planCase is one query whose plan TestPlans checks, with representative

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // The catalog counts its purges in meta (key "purges"): one more in every

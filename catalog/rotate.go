@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // Rewrap turns a data key wrapped under the old master key for (tenant,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // BenchmarkEachKept pages through every kept version of a tenant of n

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // SigningKey is a receipt signing key: its public key in the clear, its

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // The webhook outbox (docs/FORMAT.md, "Webhook outbox"). Triggers write an

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // BenchmarkStoreCommit commits what a store commits (the retry check, the

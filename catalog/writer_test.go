@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // A note is committed when Note returns (read back at once, by another

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/config"
 )
 
 // Version is stamped at build time with -ldflags "-X ...cli.Version=...".

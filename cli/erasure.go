@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/archive"
-	"github.com/vcon-server/vcon-server/receipt"
+	"github.com/vcon-server/vcon-server/internal/receipt"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
 )

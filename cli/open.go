@@ -13,10 +13,10 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
-	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/seal"
 )
 

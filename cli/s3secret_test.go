@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/cli"
-	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/config"
 )
 
 // TestS3SecretFileMode: a secret key file that group or others may use is

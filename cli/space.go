@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
-	"github.com/vcon-server/vcon-server/config"
-	"github.com/vcon-server/vcon-server/diskspace"
+	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/diskspace"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/objstore"
 )

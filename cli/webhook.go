@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/config"
+	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
 )

@@ -22,7 +22,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/parquetstore"
 )
 

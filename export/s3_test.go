@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/export"
-	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"

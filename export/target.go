@@ -11,8 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/s3sig"
 )
 
 // Target is an export's --to: an absolute directory, or a bucket and a

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 )
 
 const (

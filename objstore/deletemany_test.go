@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/metrics"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/objstore"
-	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/promtext"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 )

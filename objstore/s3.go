@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 )
 
 // S3 keeps objects in a bucket, each key under a prefix. It is safe for

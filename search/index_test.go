@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 )

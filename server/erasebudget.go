@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // An erasure's batches share the catalog's writer fairly (catalog,

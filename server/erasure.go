@@ -13,8 +13,8 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/receipt"
+	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/receipt"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 

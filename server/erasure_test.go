@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -81,7 +81,7 @@ func TestErasure(t *testing.T) {
 	storeVcon(t, e, "POST", "/vcons", rw.Token, heldBody, 201)
 	otherBody := apitest.NewVcon(other, "other", otherTel)
 	storeVcon(t, e, "POST", "/vcons", rw.Token, otherBody, 201)
-	enc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "testdata", "vcons", "encrypted.vcon"))
+	enc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "test", "testdata", "vcons", "encrypted.vcon"))
 	if err != nil {
 		t.Fatal(err)
 	}

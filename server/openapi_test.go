@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/docs"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/test/kit/openapitest"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )

@@ -22,10 +22,10 @@ import (
 
 const testLimit = 64 << 20
 
-var update = flag.Bool("update", false, "rewrite the generated files of testdata/vcons")
+var update = flag.Bool("update", false, "rewrite the generated files of test/testdata/vcons")
 
 // projectDir holds the vCons the project writes itself.
-var projectDir = filepath.Join("..", "testdata", "vcons")
+var projectDir = filepath.Join("..", "test", "testdata", "vcons")
 
 // sharedDir is the directory of real vCons written by others, or "" (with
 // the test skipped, loudly) when it is absent outside CI.
@@ -285,13 +285,13 @@ func TestProjectVCons(t *testing.T) {
 	}
 }
 
-// TestGenerateTestdata rewrites the generated files of testdata/vcons (the
+// TestGenerateTestdata rewrites the generated files of test/testdata/vcons (the
 // signed vCons and the .gz copies) from the hand-written ones:
 //
 //	go test ./vcon -run TestGenerateTestdata -update
 func TestGenerateTestdata(t *testing.T) {
 	if !*update {
-		t.Skip("run with -update to rewrite the generated files of testdata/vcons")
+		t.Skip("run with -update to rewrite the generated files of test/testdata/vcons")
 	}
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(projectDir, name))

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 type syncBuf struct {

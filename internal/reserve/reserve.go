@@ -21,7 +21,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/durable"
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 )
 
 // FileName is the reserve's name inside the data directory.

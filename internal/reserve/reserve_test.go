@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 )
 
 func TestMakeRelease(t *testing.T) {

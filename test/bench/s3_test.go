@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/ids"
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"

@@ -47,7 +47,7 @@ func TestLayout(t *testing.T) {
 			if strings.HasPrefix(pkg, "test/") || strings.HasPrefix(pkg, "scripts/") {
 				continue // tests, and the tools that drive a server from outside
 			}
-			if pkg != "cli" && pkg != "config" && slices.Contains(p.Imports, module+"/config") {
+			if pkg != "cli" && pkg != "internal/config" && slices.Contains(p.Imports, module+"/internal/config") {
 				t.Errorf("%s imports config: only cli turns the configuration into running parts (cli/open.go)", pkg)
 			}
 			for _, imp := range p.Imports {
@@ -63,6 +63,21 @@ func TestLayout(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, name)); err == nil {
 				t.Errorf("%s/ is at the top again: test-only packages live under test/, and objstore/ is the one home of stores", name)
 			}
+		}
+		// The rooms of the system at the top, the plumbing under internal/
+		// (README, "The code"): a new top-level folder has to make room.
+		out, err := exec.Command("git", "-C", root, "ls-files").Output()
+		if err != nil {
+			t.Fatalf("git ls-files: %v", err)
+		}
+		folders := map[string]bool{}
+		for _, path := range strings.Split(string(out), "\n") {
+			if top, _, nested := strings.Cut(path, "/"); nested {
+				folders[top] = true
+			}
+		}
+		if len(folders) > 18 {
+			t.Errorf("%d tracked folders at the top, want at most 18: put plumbing under internal/ and fixtures under test/", len(folders))
 		}
 	})
 

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/config"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/promtext"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 	"github.com/vcon-server/vcon-server/vcon"
@@ -25,10 +25,10 @@ type Fixture struct {
 	Encoding    string
 }
 
-// Fixtures reads testdata/vcons: each valid vCon, plain and gzip (sent
+// Fixtures reads test/testdata/vcons: each valid vCon, plain and gzip (sent
 // once with Content-Encoding and once as application/vcon+gzip).
 func Fixtures(t testing.TB) []Fixture {
-	dir := filepath.Join(testenv.ModuleRoot(t), "testdata", "vcons")
+	dir := filepath.Join(testenv.ModuleRoot(t), "test", "testdata", "vcons")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

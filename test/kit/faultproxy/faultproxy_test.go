@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/objstore/storetest"
-	"github.com/vcon-server/vcon-server/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/faultproxy"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 )

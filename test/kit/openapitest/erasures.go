@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/vcon-server/vcon-server/archive"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/ids"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"

@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/testcert"
 )
 

@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/s3sig"
+	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/tlsproxy"
 )

@@ -2,64 +2,15 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/test/kit/smalldisk"
+
 	"github.com/vcon-server/vcon-server/internal/reserve"
 )
-
-// tmpfs mounts a file system of size (a mount option, "48m") and returns
-// its path. It needs root, which CI has; elsewhere the test is skipped,
-// loudly.
-func tmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test mounts a tmpfs, which needs root; CI runs as root")
-		}
-		t.Skip("SKIPPED: this test mounts a tmpfs, which needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
-// fillDisk writes a file in dir until the file system has no byte left.
-func fillDisk(t *testing.T, dir, name string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	for _, n := range []int{4096, 512, 1} {
-		for {
-			if _, err := f.Write(buf[:n]); err != nil {
-				break
-			}
-		}
-	}
-	if free, _, _ := reserve.Statfs(dir); free != 0 {
-		t.Fatalf("%d bytes free after filling", free)
-	}
-}
 
 // TestFullDiskCommits: on a file system another process filled to its
 // last byte, a write to the catalog is first refused for space, gives the
@@ -69,7 +20,7 @@ func fillDisk(t *testing.T, dir, name string) {
 func TestFullDiskCommits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dir := tmpfs(t, "48m")
+	dir := smalldisk.New(t, "48m")
 	mk := masterKey(t, 1)
 	c, _, err := Create(ctx, dir, mk.CheckValue())
 	if err != nil {
@@ -84,7 +35,7 @@ func TestFullDiskCommits(t *testing.T) {
 	if err := c.Checkpoint(ctx); err != nil { // the log is empty: a commit needs new blocks
 		t.Fatal(err)
 	}
-	fillDisk(t, dir, "filler")
+	smalldisk.Fill(t, dir, "filler")
 	if _, err := c.NewTenant(ctx, "globex", Actor{Name: "test"}); err != nil {
 		t.Fatalf("a commit on a full disk with the reserve: %v", err)
 	}
@@ -100,7 +51,7 @@ func TestFullDiskCommits(t *testing.T) {
 	if made, err := reserve.Make(dir); err != nil || !made {
 		t.Fatalf("make the reserve again: %v %v", made, err)
 	}
-	fillDisk(t, dir, "filler")
+	smalldisk.Fill(t, dir, "filler")
 	c, err = Open(ctx, dir)
 	if err != nil {
 		t.Fatalf("open on a full disk with the reserve: %v", err)
@@ -114,7 +65,7 @@ func TestFullDiskCommits(t *testing.T) {
 	}
 
 	// Without a reserve the disk refuses: what the reserve is for.
-	fillDisk(t, dir, "filler2")
+	smalldisk.Fill(t, dir, "filler2")
 	for i := 0; ; i++ {
 		_, err := c.NewTenant(ctx, "t"+string(rune('a'+i%26))+string(rune('a'+i/26)), Actor{Name: "test"})
 		if err != nil {

@@ -3,11 +3,12 @@ package diskspace
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/test/kit/smalldisk"
 
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/internal/reserve"
@@ -48,17 +49,7 @@ func TestSparePassesThrough(t *testing.T) {
 // On a file system filled to its last byte, a purge's write takes the
 // reserve; a store's does not.
 func TestSpareTakesTheReserve(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test mounts a tmpfs, which needs root; CI runs as root")
-		}
-		t.Skip("SKIPPED: this test mounts a tmpfs, which needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := smalldisk.New(t, "48m")
 	d, err := objstore.NewDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -69,22 +60,7 @@ func TestSpareTakesTheReserve(t *testing.T) {
 		t.Fatalf("make the reserve: %v %v", made, err)
 	}
 	held := reserve.Held(dir) // a twentieth of 48 MiB
-	fill := func(name string) {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		buf := make([]byte, 64<<10)
-		for _, n := range []int{len(buf), 4096, 1} {
-			for {
-				if _, err := f.Write(buf[:n]); err != nil {
-					break
-				}
-			}
-		}
-	}
-	fill("filler")
+	smalldisk.Fill(t, dir, "filler")
 	if err := objstore.Put(ctx, s, "objects/t/v", strings.NewReader("a store"), true); !reserve.IsFull(err) {
 		t.Fatalf("a store on a full disk: %v, want a full-disk error", err)
 	}

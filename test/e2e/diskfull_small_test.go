@@ -13,6 +13,7 @@ import (
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/smalldisk"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestDiskFullSmall(t *testing.T) {
 
 func diskFullSmall(t *testing.T, size string) {
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), MinFree: "1KiB", Retention: "0d"})
-	data := smallDisk(t, e, size)
+	data := smalldisk.Move(t, e.Config.DataDir, size)
 	k := e.NewKey(e.Tenant("acme"), "write", "read", "delete")
 	p := e.StartBinary()
 	_, total, err := reserve.Statfs(data)
@@ -70,7 +71,7 @@ func diskFullSmall(t *testing.T, size string) {
 	p.Stop()
 	// Stores stop short of the last bytes (diskspace.ReasonFull); another
 	// process takes those, so that serve starts on a disk with none.
-	fill(t, data, "filler0")
+	smalldisk.Fill(t, data, "filler0")
 
 	// serve starts on the full disk, degraded, and says why.
 	start := time.Now()
@@ -134,11 +135,11 @@ func diskFullSmall(t *testing.T, size string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fill(t, data, "filler")
+	smalldisk.Fill(t, data, "filler")
 	if r := e.Do("DELETE", "/vcons/"+stored[10], k.Token, nil); r.Status != 204 {
 		t.Fatalf("DELETE on a disk another process filled: %d %s", r.Status, r.Body)
 	}
-	fill(t, data, "filler2")
+	smalldisk.Fill(t, data, "filler2")
 	for i, u := range stored[11:21] {
 		start := time.Now()
 		r := e.Do("DELETE", "/vcons/"+u, k.Token, nil)
@@ -210,26 +211,4 @@ func startOrRefuse(t *testing.T, e *testenv.Env) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("serve on a full disk without a reserve neither answered nor exited in 10 s:\n%s", out.String())
-}
-
-// fill takes every byte left on dir's file system, as another process
-// would.
-func fill(t *testing.T, dir, name string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for _, n := range []int{len(buf), 4096, 1} {
-		for {
-			if _, err := f.Write(buf[:n]); err != nil {
-				break
-			}
-		}
-	}
-	if free := freeBytes(t, dir); free != 0 {
-		t.Fatalf("%d bytes free after filling", free)
-	}
 }

@@ -14,40 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/test/kit/smalldisk"
+
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
-
-// smallDisk puts the data directory of e on a tmpfs of size bytes of its
-// own, keeping what init wrote there, and returns its path. Mounting needs
-// root, which CI has: elsewhere the test is skipped, loudly.
-func smallDisk(t *testing.T, e *testenv.Env, size string) string {
-	t.Helper()
-	data := e.Config.DataDir
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test mounts a tmpfs, which needs root; CI runs as root")
-		}
-		t.Skip("SKIPPED: this test mounts a tmpfs, which needs root")
-	}
-	kept := data + ".kept"
-	if err := os.Rename(data, kept); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", data).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", data).Run() })
-	if out, err := exec.Command("cp", "-a", kept+"/.", data+"/").CombinedOutput(); err != nil {
-		t.Fatalf("copy the data directory: %v: %s", err, out)
-	}
-	return data
-}
 
 // reserveSize is the reserve of dir's file system: a twentieth of it, at
 // most 16 MiB.
@@ -79,7 +52,7 @@ func freeBytes(t *testing.T, dir string) uint64 {
 // refusal has its audit record, and the log says little about it.
 func TestDiskFull(t *testing.T) {
 	e := testenv.Prepare(t, testenv.Options{Listen: testenv.FreePort(t), MinFree: "64MiB"})
-	data := smallDisk(t, e, "256m")
+	data := smalldisk.Move(t, e.Config.DataDir, "256m")
 	// Sweeps every second, so that one runs while the disk is full.
 	conf, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
@@ -343,7 +316,7 @@ func TestDiskFilledBetweenMeasures(t *testing.T) {
 	old := reserve.Statfs
 	t.Cleanup(func() { reserve.Statfs = old })
 	e := testenv.Prepare(t, testenv.Options{})
-	data := smallDisk(t, e, "64m")
+	data := smalldisk.Move(t, e.Config.DataDir, "64m")
 	// The measure says there is room, whatever the file system says.
 	reserve.Statfs = func(dir string) (uint64, uint64, error) {
 		if dir == data {

@@ -1,14 +1,13 @@
 package reliability
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/test/kit/smalldisk"
 
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -24,7 +23,7 @@ import (
 // the reserve again, and leave check --deep nothing to say.
 func crashReserve(t *testing.T, c *crashEnv, point string) {
 	e := binaryEnv(t, c, false, "", testenv.Options{Retention: "0d", MinFree: "16MiB"})
-	data := mountTmpfs(t, e, "128m")
+	data := smalldisk.Move(t, e.Config.DataDir, "128m")
 	k := e.NewKey(e.Tenant("acme"), "write", "read", "delete")
 	a := acked{}
 	p := e.StartBinary()
@@ -45,7 +44,7 @@ func crashReserve(t *testing.T, c *crashEnv, point string) {
 	body := a[victim]
 	delete(a, victim)
 	p = e.StartBinary(crashpoint.EnvVar + "=" + point)
-	fill(t, data, "filler")
+	smalldisk.Fill(t, data, "filler")
 	sendUntilDeath(t, e, p, point, "DELETE", "/vcons/"+victim, k.Token, nil)
 	if h := reserve.Held(data); h != 0 {
 		t.Fatalf("killed at %s with the reserve holding %d bytes", point, h)
@@ -63,60 +62,6 @@ func crashReserve(t *testing.T, c *crashEnv, point string) {
 	p.Stop()
 	if !(got.Status == 404 || got.Status == 200 && string(got.Body) == string(body)) {
 		t.Fatalf("the vCon whose DELETE was cut reads %d with %d bytes", got.Status, len(got.Body))
-	}
-}
-
-// mountTmpfs puts e's data directory on a tmpfs of its own, keeping what
-// init wrote there. Mounting needs root, which CI has: elsewhere the test
-// is skipped, loudly.
-func mountTmpfs(t *testing.T, e *testenv.Env, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test mounts a tmpfs, which needs root; CI runs as root")
-		}
-		t.Skip("SKIPPED: this test mounts a tmpfs, which needs root")
-	}
-	data := e.Config.DataDir
-	kept := data + ".kept"
-	if err := os.Rename(data, kept); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", data).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", data).Run() })
-	if out, err := exec.Command("cp", "-a", kept+"/.", data+"/").CombinedOutput(); err != nil {
-		t.Fatalf("copy the data directory: %v: %s", err, out)
-	}
-	return data
-}
-
-// fill takes every byte left on dir's file system, as another process
-// would.
-func fill(t *testing.T, dir, name string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for _, n := range []int{len(buf), 4096, 1} {
-		for {
-			if _, err := f.Write(buf[:n]); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	if free, _, _ := reserve.Statfs(dir); free != 0 {
-		t.Fatalf("%d bytes free after filling", free)
 	}
 }
 

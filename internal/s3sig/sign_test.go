@@ -16,7 +16,7 @@ import (
 
 // suiteDir is the AWS SigV4 known-answer suite, kept in shared/ beside the
 // module (others' files, never copied into the project).
-const suiteDir = "../../shared/sigv4-test-suite/v4"
+const suiteDir = "../../../shared/sigv4-test-suite/v4"
 
 type suiteContext struct {
 	Credentials struct {

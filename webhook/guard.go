@@ -195,7 +195,10 @@ func reason(err error) string {
 		return "the name could not be resolved"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connect refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// net/http's word for a connection the endpoint closed as the
+		// request went out; it wraps no error to test for.
+		strings.Contains(err.Error(), "server closed idle connection"):
 		return "connection closed before an answer"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to the host"

@@ -104,6 +104,7 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 
 	b.replica(raw, md)
 	b.webhooks(raw)
+	b.kms(raw, md.IsDefined)
 
 	if raw.Log.Level != nil {
 		c.Log.Level = b.str("log.level", raw.Log.Level)

@@ -32,6 +32,7 @@ type Config struct {
 	Log         Log
 	Replica     *Replica // nil when [replica] is absent: the catalog is the only copy of the keys
 	Webhooks    Webhooks
+	KMS         *KMS // nil when [kms] is absent: master_key is the raw key
 }
 
 // Replica is where the catalog's sealed replica goes (docs/disaster-recovery.md).

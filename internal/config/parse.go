@@ -54,6 +54,7 @@ type rawConfig struct {
 	Webhooks struct {
 		Allow any `toml:"allow"`
 	} `toml:"webhooks"`
+	KMS rawKMS `toml:"kms"`
 }
 
 // rawService is what [storage.s3] and [export.s3] share: where the service
@@ -78,6 +79,7 @@ type rawS3 struct {
 var tables = [][]string{
 	{"tls"}, {"retention"}, {"storage"}, {"storage", "s3"}, {"storage", "parquet"},
 	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"},
+	{"kms"}, {"kms", "vault"}, {"kms", "awskms"}, {"kms", "command"},
 }
 
 // Parse reads a configuration; path names the file in errors and anchors

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestKMS: each provider's table read whole, relative files taken from the
+// configuration's folder; every wrong or half-written setup refused with
+// the key and what to write.
+func TestKMS(t *testing.T) {
+	c, err := Parse([]byte(`
+[kms]
+provider = "vault"
+[kms.vault]
+address = "https://vault.example.com:8200/"
+key = "vcon-server"
+token_file = "vault-token"
+`), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &KMS{Provider: "vault", Vault: &Vault{Address: "https://vault.example.com:8200", Mount: "transit",
+		Key: "vcon-server", TokenFile: "/etc/vcon-server/vault-token"}}
+	if !reflect.DeepEqual(c.KMS, want) {
+		t.Errorf("vault: %+v, want %+v", c.KMS.Vault, want.Vault)
+	}
+	c, err = Parse([]byte(`
+[kms]
+provider = "awskms"
+[kms.awskms]
+region = "eu-west-1"
+key_id = "alias/vcon-server"
+access_key_id = "AKIDEXAMPLE"
+secret_access_key_file = "/etc/vcon-server/kms-secret"
+`), path)
+	if err != nil || c.KMS.AWSKMS == nil || c.KMS.AWSKMS.KeyID != "alias/vcon-server" || c.KMS.AWSKMS.Endpoint != "" {
+		t.Errorf("awskms: %+v %v", c.KMS, err)
+	}
+	c, err = Parse([]byte("[kms]\nprovider = \"command\"\n[kms.command]\nwrap = [\"/usr/local/bin/hsm\", \"wrap\"]\nunwrap = [\"/usr/local/bin/hsm\", \"unwrap\"]\n"), path)
+	if err != nil || !reflect.DeepEqual(c.KMS.Command, &Command{Wrap: []string{"/usr/local/bin/hsm", "wrap"}, Unwrap: []string{"/usr/local/bin/hsm", "unwrap"}}) {
+		t.Errorf("command: %+v %v", c.KMS, err)
+	}
+	if c, err := Parse([]byte("listen = \"127.0.0.1:8443\"\n"), path); err != nil || c.KMS != nil {
+		t.Errorf("no [kms]: %+v %v", c.KMS, err)
+	}
+
+	vault := "[kms]\nprovider = \"vault\"\n[kms.vault]\nkey = \"k\"\ntoken_file = \"t\"\n"
+	for file, want := range map[string]string{
+		"[kms]\n":                                                    `configuration: kms.provider must be set`,
+		"[kms]\nprovider = \"gcp\"\n":                                `configuration: kms.provider must be one of "vault", "awskms" or "command", not "gcp"`,
+		"[kms]\nprovider = \"vault\"\n":                              `configuration: kms.provider = "vault" needs a [kms.vault] table (docs/keys.md)`,
+		"[kms.vault]\naddress = \"https://v\"\n":                     `configuration: kms.provider must be set`,
+		vault + "address = \"http://127.0.0.1:8200\"\n":              `configuration: kms.vault.address must be an https:// URL, not "http://127.0.0.1:8200": the KMS answers with the master key, which only TLS keeps from the network`,
+		vault + "address = \"https://v/v1\"\n":                       `configuration: kms.vault.address must name only the service, such as "https://kms.example.com:8200", not "https://v/v1"`,
+		vault + "address = \"https://v\"\n[kms.command]\nwrap = 1\n": `configuration: [kms.command] is set but kms.provider is "vault"; remove the table or set provider = "command"`,
+		"[kms]\nprovider = \"vault\"\n[kms.vault]\naddress = \"https://v\"\nkey = \"a b\"\ntoken_file = \"t\"\n":                      `configuration: kms.vault.key may hold only letters, digits and - _ . /, not "a b"`,
+		"[kms]\nprovider = \"vault\"\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\n":                                            `configuration: kms.vault.token_file must be set`,
+		"[kms]\nprovider = \"command\"\n[kms.command]\nwrap = [\"hsm\"]\nunwrap = [\"/bin/hsm\"]\n":                                   `configuration: kms.command.wrap[0] must be the program's absolute path, not "hsm"`,
+		"[kms]\nprovider = \"command\"\n[kms.command]\nwrap = []\nunwrap = [\"/bin/hsm\"]\n":                                          `configuration: kms.command.wrap must be a program and its arguments, such as ["/usr/local/bin/hsm-wrap", "--key", "vcon"], not an array`,
+		"[kms]\nprovider = \"command\"\n[kms.command]\nwrap = [\"/bin/hsm\"]\n":                                                       `configuration: kms.command.unwrap must be set, such as ["/usr/local/bin/hsm-wrap", "--key", "vcon"]`,
+		"[kms]\nprovider = \"awskms\"\n[kms.awskms]\nregion = \"eu-west-1\"\nkey_id = \"k\"\naccess_key_id = \"a\"\nsecret = \"s\"\n": `configuration: unknown key kms.awskms.secret`,
+	} {
+		if _, err := Parse([]byte(file), path); err == nil || err.Error() != want {
+			t.Errorf("%s\ngot  %v\nwant %s", file, err, want)
+		}
+	}
+}

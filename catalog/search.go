@@ -63,10 +63,10 @@ type SearchState struct {
 
 // SearchBacklog lists the tenants whose index is not built yet.
 func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
-	return queryAll(ctx, c, "search backlog", func(row interface{ Scan(...any) error }) (SearchState, error) {
+	return queryAll(ctx, c.db, "search backlog", func(r row) (SearchState, error) {
 		var s SearchState
 		var id, cursor []byte
-		if err := row.Scan(&id, &s.Mode, &cursor); err != nil {
+		if err := r.Scan(&id, &s.Mode, &cursor); err != nil {
 			return s, err
 		}
 		copy(s.Tenant[:], id)
@@ -132,7 +132,7 @@ func (c *Catalog) Search(ctx context.Context, tenant ids.ID, tokens [][16]byte, 
 	for _, t := range tokens[1:] {
 		args = append(args, t[:])
 	}
-	return c.idList(ctx, searchQuery(len(tokens)), append(args, limit)...)
+	return queryAll(ctx, c.db, "search results", scanID, searchQuery(len(tokens)), append(args, limit)...)
 }
 
 // searchQuery pages through the vCons whose current version has n tokens,

@@ -97,22 +97,13 @@ func (tx *Tx) FinishPackPurge(tenant ids.ID, files []ids.ID, manifests []int64) 
 		if keep > 0 {
 			return ErrChanged
 		}
-		rows, err := tx.query(`SELECT id FROM versions WHERE pack_file = ?`, f[:])
+		// Read whole before FinishPurge deletes them: SQLite leaves
+		// undefined what a read still open sees of the rows its
+		// transaction changes.
+		purged, err := queryAll(tx.ctx, tx.tx, "a pack file's rows", scanID, `SELECT id FROM versions WHERE pack_file = ?`, f[:])
 		if err != nil {
 			return err
 		}
-		var purged []ids.ID
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				rows.Close()
-				return err
-			}
-			var id ids.ID
-			copy(id[:], b)
-			purged = append(purged, id)
-		}
-		rows.Close()
 		for _, id := range purged {
 			if err := tx.FinishPurge(id); err != nil {
 				return err

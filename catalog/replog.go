@@ -204,20 +204,16 @@ func (c *Catalog) DisableChangeLog(ctx context.Context) error {
 }
 
 func dropTriggers(tx *Tx) error {
-	rows, err := tx.query(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'replica\_%' ESCAPE '\'`)
+	// Every name is read before the first drop: SQLite leaves undefined
+	// what a read still open sees of the sqlite_master rows a drop removes.
+	names, err := queryAll(tx.ctx, tx.tx, "replica triggers", func(r row) (string, error) {
+		var n string
+		err := r.Scan(&n)
+		return n, err
+	}, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'replica\_%' ESCAPE '\'`)
 	if err != nil {
 		return err
 	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
 	for _, n := range names {
 		if _, err := tx.exec(`DROP TRIGGER ` + quoteIdent(n)); err != nil {
 			return err

@@ -92,22 +92,22 @@ func (tx *Tx) SearchProgress(tenant ids.ID, mode vocab.SearchMode, cursor ids.ID
 func (c *Catalog) ResetSearchKeys(ctx context.Context, keyCheck []byte) (int, error) {
 	n := 0
 	err := c.Update(ctx, func(tx *Tx) error {
-		rows, err := tx.query(`SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
-		if err != nil {
-			return err
-		}
+		// Read whole before the first write: SQLite leaves undefined what
+		// a read still open sees of the rows its transaction changes.
 		var stale [][]byte
-		for rows.Next() {
+		err := eachRow(tx.ctx, tx.tx, "search keys", func(r row) error {
 			var id, check []byte
-			if err := rows.Scan(&id, &check); err != nil {
-				rows.Close()
+			if err := r.Scan(&id, &check); err != nil {
 				return err
 			}
 			if !bytes.Equal(check, keyCheck) {
 				stale = append(stale, id)
 			}
+			return nil
+		}, `SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
+		if err != nil {
+			return err
 		}
-		rows.Close()
 		for _, id := range stale {
 			if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id); err != nil {
 				return err

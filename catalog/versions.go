@@ -157,22 +157,12 @@ func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
 	if held {
 		return nil, ErrHeld
 	}
-	rows, err := tx.query(`SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, tenant[:], uuid[:])
+	// Read whole before the update hides them: SQLite leaves undefined
+	// what a read still open sees of the rows its transaction changes.
+	hid, err := queryAll(tx.ctx, tx.tx, "versions to hide", scanID, `SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, tenant[:], uuid[:])
 	if err != nil {
 		return nil, err
 	}
-	var hid []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		var id ids.ID
-		copy(id[:], b)
-		hid = append(hid, id)
-	}
-	rows.Close()
 	if _, err := tx.exec(`UPDATE versions SET hidden_at = ? WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, nanos(tx.now), tenant[:], uuid[:]); err != nil {
 		return nil, err
 	}

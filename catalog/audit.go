@@ -157,24 +157,16 @@ func (c *Catalog) records(ctx context.Context, q string, args []any, rg LogRange
 	if rg.Limit > 0 {
 		limit = int64(rg.Limit)
 	}
-	rows, err := c.db.QueryContext(ctx, q, append(args, lo, hi, after.at, after.id, limit)...)
-	if err != nil {
-		return fmt.Errorf("catalog: read audit log: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return eachRow(ctx, c.db, "audit log", func(rw row) error {
 		var r Record
 		var cur Cursor
 		var target, tenant sql.NullString
-		if err := rows.Scan(&cur.id, &cur.at, &r.Actor, &r.Label, &r.Action, &target, &r.Status, &tenant); err != nil {
+		if err := rw.Scan(&cur.id, &cur.at, &r.Actor, &r.Label, &r.Action, &target, &r.Status, &tenant); err != nil {
 			return fmt.Errorf("catalog: read audit log: %w", err)
 		}
 		r.Time, r.Target, r.Tenant = fromNanos(cur.at), target.String, tenant.String
-		if err := fn(r, cur); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+		return fn(r, cur)
+	}, q, append(args, lo, hi, after.at, after.id, limit)...)
 }
 
 // Actor is who made a change, as the audit logs record it: "cli" or

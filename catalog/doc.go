@@ -20,7 +20,7 @@
 //	schema.go        every table: the migrations                                The catalog, Indexes
 //	writer.go        (every write: batches, commits)                            The catalog
 //	stmts.go         (prepared statements)                                      The catalog
-//	scan.go          (the paged-read helpers)                                   Indexes
+//	scan.go          (every read of rows: eachRow, queryAll; the page size)     Indexes
 //	lock.go          (serve.lock beside the file)                               The data directory
 //	tenants.go       tenants                                                    The catalog
 //	keys.go          keys                                                       The catalog

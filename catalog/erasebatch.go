@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -91,23 +90,22 @@ func (tx *Tx) eraseMatches(r EraseRequest) (map[ids.ID][]ids.ID, error) {
 	if !tx.searchBuilt(r.Tenant) {
 		return nil, ErrIndexIncomplete
 	}
-	rows, err := tx.query(`SELECT uuid, version FROM search_tokens WHERE tenant = ? AND token = ? ORDER BY uuid`, r.Tenant[:], r.Token[:])
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err = eachRow(tx.ctx, tx.tx, "the token's vCons", func(rw row) error {
 		var u, v []byte
-		if err := rows.Scan(&u, &v); err != nil {
-			return nil, err
+		if err := rw.Scan(&u, &v); err != nil {
+			return err
 		}
 		uuid := ids.ID(u)
 		if _, ok := matched[uuid]; !ok && len(matched) == r.Limit {
-			return nil, &TooManyError{Matched: r.Limit + 1, Limit: r.Limit}
+			return &TooManyError{Matched: r.Limit + 1, Limit: r.Limit}
 		}
 		matched[uuid] = append(matched[uuid], ids.ID(v))
+		return nil
+	}, `SELECT uuid, version FROM search_tokens WHERE tenant = ? AND token = ? ORDER BY uuid`, r.Tenant[:], r.Token[:])
+	if err != nil {
+		return nil, err
 	}
-	return matched, rows.Err()
+	return matched, nil
 }
 
 // EraseBatch takes the next batch of an erasure in one transaction: it
@@ -263,9 +261,9 @@ func (c *Catalog) Known(ctx context.Context, tenant ids.ID, uuids []ids.ID) ([]i
 		for _, u := range chunk {
 			args = append(args, u[:])
 		}
-		got, err := c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND uuid IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
+		got, err := queryAll(ctx, c.db, "the uuids to look up", scanID, `SELECT uuid FROM vcons WHERE tenant = ? AND uuid IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
 		if err != nil {
-			return nil, fmt.Errorf("catalog: look the uuids up: %w", err)
+			return nil, err
 		}
 		for _, u := range got {
 			known[u] = true

@@ -109,7 +109,7 @@ func (tx *Tx) eraseOne(tenant, uuid ids.ID, matched map[ids.ID]bool, byUUID bool
 		item.Held = true
 		return item, nil, nil
 	}
-	kept, err := tx.idsOf(`SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND purge = 0`, tenant[:], uuid[:])
+	kept, err := queryAll(tx.ctx, tx.tx, "kept versions", scanID, `SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND purge = 0`, tenant[:], uuid[:])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,14 +164,6 @@ func (tx *Tx) searchBuilt(tenant ids.ID) bool {
 	return err == nil && built
 }
 
-func (tx *Tx) idsOf(q string, args ...any) ([]ids.ID, error) {
-	rows, err := tx.query(q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return scanIDs(rows)
-}
-
 // refuseErased is ErrErased when an erasure took the vCon whole: a
 // recorder's retry must not bring it back (docs/erasure.md).
 func (tx *Tx) refuseErased(tenant, uuid ids.ID) error {
@@ -196,7 +188,7 @@ func (c *Catalog) ErasurePurging(ctx context.Context, id ids.ID) ([]Version, err
 
 // RunningErasures lists the erasures not recorded done, oldest first.
 func (c *Catalog) RunningErasures(ctx context.Context) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT id FROM erasures INDEXED BY erasures_running WHERE done_at IS NULL ORDER BY id`)
+	return queryAll(ctx, c.db, "running erasures", scanID, `SELECT id FROM erasures INDEXED BY erasures_running WHERE done_at IS NULL ORDER BY id`)
 }
 
 // Erasure reads one erasure of a tenant with its totals, not its uuids
@@ -241,24 +233,22 @@ func (c *Catalog) ErasedPage(ctx context.Context, id ids.ID, after *ids.ID, limi
 	if after != nil {
 		q, args = qErasedAfter, []any{id[:], after[:], limit + 1}
 	}
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, false, fmt.Errorf("catalog: read erasure: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	items, err = queryAll(ctx, c.db, "erasure", func(r row) (Erased, error) {
 		var it Erased
 		var u []byte
-		if err := rows.Scan(&u, &it.Versions, &it.Whole, &it.Held); err != nil {
-			return nil, false, err
+		if err := r.Scan(&u, &it.Versions, &it.Whole, &it.Held); err != nil {
+			return it, err
 		}
 		it.UUID = ids.ID(u)
-		items = append(items, it)
+		return it, nil
+	}, q, args...)
+	if err != nil {
+		return nil, false, err
 	}
 	if len(items) > limit {
-		return items[:limit], true, rows.Err()
+		return items[:limit], true, nil
 	}
-	return items, false, rows.Err()
+	return items, false, nil
 }
 
 // ErasureTenant is the tenant of an erasure, for one the caller knows by

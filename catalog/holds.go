@@ -40,5 +40,5 @@ func (tx *Tx) SetHold(tenant, uuid ids.ID, held bool) error {
 
 // Holds lists a tenant's held uuids.
 func (c *Catalog) Holds(ctx context.Context, tenant ids.ID) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT uuid FROM vcons WHERE tenant = ? AND held = 1 ORDER BY uuid`, tenant[:])
+	return queryAll(ctx, c.db, "held vCons", scanID, `SELECT uuid FROM vcons WHERE tenant = ? AND held = 1 ORDER BY uuid`, tenant[:])
 }

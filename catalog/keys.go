@@ -113,13 +113,13 @@ func keyScopes(tenant *ids.ID, scopes []string) []string {
 
 const keyCols = `id, tenant, scopes, label, created_at, revoked_at`
 
-func scanKey(row interface{ Scan(...any) error }) (Key, error) {
+func scanKey(r row) (Key, error) {
 	var k Key
 	var tenant []byte
 	var scopes string
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&k.ID, &tenant, &scopes, &k.Label, &created, &revoked); err != nil {
+	if err := r.Scan(&k.ID, &tenant, &scopes, &k.Label, &created, &revoked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return k, ErrNotFound
 		}
@@ -165,7 +165,7 @@ func (c *Catalog) Keys(ctx context.Context, tenant *ids.ID) ([]Key, error) {
 		q = `SELECT ` + keyCols + ` FROM keys WHERE tenant = ? ORDER BY created_at, id`
 		args = append(args, tenant[:])
 	}
-	return queryAll(ctx, c, "keys", scanKey, q, args...)
+	return queryAll(ctx, c.db, "keys", scanKey, q, args...)
 }
 
 // NewKey creates a key, recorded in the admin log and, for a tenant key,

@@ -18,10 +18,10 @@ type Manifest struct {
 
 // Manifests lists the tenant's recorded manifests by sequence number.
 func (c *Catalog) Manifests(ctx context.Context, tenant ids.ID) ([]Manifest, error) {
-	return queryAll(ctx, c, "manifests", func(row interface{ Scan(...any) error }) (Manifest, error) {
+	return queryAll(ctx, c.db, "manifests", func(r row) (Manifest, error) {
 		m := Manifest{Tenant: tenant}
 		var created int64
-		if err := row.Scan(&m.Seq, &m.Digest, &created); err != nil {
+		if err := r.Scan(&m.Seq, &m.Digest, &created); err != nil {
 			return m, fmt.Errorf("catalog: list manifests: %w", err)
 		}
 		m.CreatedAt = fromNanos(created)

@@ -10,7 +10,7 @@ import (
 // FilesWithPurges lists the tenant's pack files that hold a row whose
 // purge has started: a merge leaves them to the purge that rewrites them.
 func (c *Catalog) FilesWithPurges(ctx context.Context, tenant ids.ID) (map[ids.ID]bool, error) {
-	list, err := c.idList(ctx, `SELECT DISTINCT pack_file FROM versions
+	list, err := queryAll(ctx, c.db, "pack files with purges", scanID, `SELECT DISTINCT pack_file FROM versions
 		WHERE tenant = ? AND location = ? AND purge <> 0 AND pack_file IS NOT NULL`, tenant[:], string(Packed))
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (tx *Tx) CommitRewrite(tenant, old ids.ID, file *ids.ID, bytes int64, kept 
 func (c *Catalog) PurgedIn(ctx context.Context, files []ids.ID) ([]ids.ID, error) {
 	var out []ids.ID
 	for _, f := range files {
-		list, err := c.idList(ctx, `SELECT id FROM versions WHERE pack_file = ? AND purge <> 0 ORDER BY id`, f[:])
+		list, err := queryAll(ctx, c.db, "purged rows", scanID, `SELECT id FROM versions WHERE pack_file = ? AND purge <> 0 ORDER BY id`, f[:])
 		if err != nil {
 			return nil, err
 		}
@@ -97,22 +97,13 @@ func (tx *Tx) FinishPackPurge(tenant ids.ID, files []ids.ID, manifests []int64) 
 		if keep > 0 {
 			return ErrChanged
 		}
-		rows, err := tx.query(`SELECT id FROM versions WHERE pack_file = ?`, f[:])
+		// Read whole before FinishPurge deletes them: SQLite leaves
+		// undefined what a read still open sees of the rows its
+		// transaction changes.
+		purged, err := queryAll(tx.ctx, tx.tx, "a pack file's rows", scanID, `SELECT id FROM versions WHERE pack_file = ?`, f[:])
 		if err != nil {
 			return err
 		}
-		var purged []ids.ID
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				rows.Close()
-				return err
-			}
-			var id ids.ID
-			copy(id[:], b)
-			purged = append(purged, id)
-		}
-		rows.Close()
 		for _, id := range purged {
 			if err := tx.FinishPurge(id); err != nil {
 				return err

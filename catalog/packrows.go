@@ -77,28 +77,27 @@ func (c *Catalog) Packable(ctx context.Context, tenant ids.ID, from, to time.Tim
 	if after == (PackCursor{}) {
 		after.storedAt = nanos(from) // (from, the zero id) is before every version stored from on
 	}
-	rows, err := c.db.QueryContext(ctx, qPackable, string(InS3), tenant[:], after.storedAt, after.id[:], nanos(to), limit, maxRows)
-	if err != nil {
-		return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
-	}
-	defer rows.Close()
 	var out []PackCandidate
 	var total int64
-	for total < maxBytes && rows.Next() {
+	err := eachRow(ctx, c.db, "objects to pack", func(r row) error {
+		if total >= maxBytes {
+			return errStop
+		}
 		var p PackCandidate
 		var id []byte
 		var stored int64
-		if err := rows.Scan(&id, &stored, &p.SealedSize); err != nil {
-			return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
+		if err := r.Scan(&id, &stored, &p.SealedSize); err != nil {
+			return fmt.Errorf("catalog: read objects to pack: %w", err)
 		}
 		copy(p.ID[:], id)
 		p.StoredAt = fromNanos(stored)
 		after = PackCursor{storedAt: stored, id: p.ID}
 		total += p.SealedSize
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, after, fmt.Errorf("catalog: list objects to pack: %w", err)
+		return nil
+	}, qPackable, string(InS3), tenant[:], after.storedAt, after.id[:], nanos(to), limit, maxRows)
+	if err != nil {
+		return nil, after, err
 	}
 	slices.SortFunc(out, func(a, b PackCandidate) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return out, after, nil
@@ -107,16 +106,16 @@ func (c *Catalog) Packable(ctx context.Context, tenant ids.ID, from, to time.Tim
 // PackRows lists the rows the catalog places in a pack file, in version
 // order, purged or not.
 func (c *Catalog) PackRows(ctx context.Context, file ids.ID) ([]PackRow, error) {
-	return queryAll(ctx, c, "pack rows", func(row interface{ Scan(...any) error }) (PackRow, error) {
-		var r PackRow
+	return queryAll(ctx, c.db, "pack rows", func(r row) (PackRow, error) {
+		var p PackRow
 		var id []byte
 		var stored int64
-		if err := row.Scan(&id, &stored, &r.Offset, &r.Length, &r.Purge); err != nil {
-			return r, fmt.Errorf("catalog: list pack rows: %w", err)
+		if err := r.Scan(&id, &stored, &p.Offset, &p.Length, &p.Purge); err != nil {
+			return p, fmt.Errorf("catalog: list pack rows: %w", err)
 		}
-		copy(r.Version[:], id)
-		r.StoredAt = fromNanos(stored)
-		return r, nil
+		copy(p.Version[:], id)
+		p.StoredAt = fromNanos(stored)
+		return p, nil
 	}, `SELECT id, stored_at, pack_offset, pack_length, purge FROM versions
 		WHERE pack_file = ? ORDER BY id`, file[:])
 }
@@ -125,7 +124,7 @@ func (c *Catalog) PackRows(ctx context.Context, file ids.ID) ([]PackRow, error) 
 // versions after the id after: current, not deleted, not purging. Callers
 // page through them, so no read is held while they write (invariant 7).
 func (c *Catalog) LivePacked(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, qLivePacked, string(Packed), tenant[:], after[:], limit)
+	return queryAll(ctx, c.db, "live packed versions", scanID, qLivePacked, string(Packed), tenant[:], after[:], limit)
 }
 
 // qLivePacked pages through a tenant's packed versions by id: its range

@@ -44,12 +44,12 @@ type PackFile struct {
 
 const packFileCols = `id, tenant, date, object_key, bytes, rows, state, retired_at, created_at`
 
-func scanPackFile(row interface{ Scan(...any) error }) (PackFile, error) {
+func scanPackFile(r row) (PackFile, error) {
 	var f PackFile
 	var id, tenant []byte
 	var retired sql.NullInt64
 	var created int64
-	if err := row.Scan(&id, &tenant, &f.Date, &f.Key, &f.Bytes, &f.Rows, &f.State, &retired, &created); err != nil {
+	if err := r.Scan(&id, &tenant, &f.Date, &f.Key, &f.Bytes, &f.Rows, &f.State, &retired, &created); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return f, ErrNotFound
 		}
@@ -63,7 +63,7 @@ func scanPackFile(row interface{ Scan(...any) error }) (PackFile, error) {
 }
 
 func (c *Catalog) packFiles(ctx context.Context, q string, args ...any) ([]PackFile, error) {
-	return queryAll(ctx, c, "pack files", scanPackFile, `SELECT `+packFileCols+` FROM pack_files `+q, args...)
+	return queryAll(ctx, c.db, "pack files", scanPackFile, `SELECT `+packFileCols+` FROM pack_files `+q, args...)
 }
 
 func statesIn(states []PackState) (string, []any) {
@@ -100,7 +100,7 @@ func (c *Catalog) PackFileByID(ctx context.Context, id ids.ID) (PackFile, error)
 // manifest recorded, whatever its state: those whose manifest a start
 // ensures.
 func (c *Catalog) TenantsWithPackFiles(ctx context.Context) ([]ids.ID, error) {
-	return c.idList(ctx, `SELECT tenant FROM pack_files UNION SELECT tenant FROM manifests ORDER BY 1`)
+	return queryAll(ctx, c.db, "tenants with pack files", scanID, `SELECT tenant FROM pack_files UNION SELECT tenant FROM manifests ORDER BY 1`)
 }
 
 // AddPendingPack records a pack file before its PUT (docs/FORMAT.md, "Pack

@@ -156,22 +156,20 @@ const qDue = `SELECT v.id, v.hidden_at FROM versions v
 // now; in the order they were hidden. It returns the cursor of the next
 // page, so that a sweep passes each version once, held ones included.
 func (c *Catalog) PurgeDue(ctx context.Context, defaultRetention time.Duration, now time.Time, after DueCursor, limit int) ([]ids.ID, DueCursor, error) {
-	rows, err := c.db.QueryContext(ctx, qDue, after.hiddenAt, after.id[:],
-		nanos(now), int64(defaultRetention), int64(defaultRetention), nanos(now), limit)
-	if err != nil {
-		return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
-	}
-	defer rows.Close()
 	var out []ids.ID
-	for rows.Next() {
+	err := eachRow(ctx, c.db, "purges due", func(r row) error {
 		var b []byte
-		if err := rows.Scan(&b, &after.hiddenAt); err != nil {
-			return nil, after, fmt.Errorf("catalog: list purges due: %w", err)
+		if err := r.Scan(&b, &after.hiddenAt); err != nil {
+			return fmt.Errorf("catalog: read purges due: %w", err)
 		}
 		copy(after.id[:], b)
 		out = append(out, after.id)
+		return nil
+	}, qDue, after.hiddenAt, after.id[:], nanos(now), int64(defaultRetention), int64(defaultRetention), nanos(now), limit)
+	if err != nil {
+		return nil, after, err
 	}
-	return out, after, rows.Err()
+	return out, after, nil
 }
 
 // Purging lists the versions whose key is destroyed and whose bytes may

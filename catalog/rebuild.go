@@ -180,12 +180,8 @@ func Build(ctx context.Context, path string, schema []SchemaItem, fill func(*Loa
 		return fmt.Errorf("catalog: restore: the rebuilt catalog fails SQLite's integrity check: %v%s", err, ok)
 	}
 	var fk int
-	rows, err := db.QueryContext(ctx, `PRAGMA foreign_key_check`)
-	if err == nil {
-		for rows.Next() {
-			fk++
-		}
-		rows.Close()
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&fk); err != nil {
+		return fmt.Errorf("catalog: restore: check the rebuilt catalog's foreign keys: %w", err)
 	}
 	if fk > 0 {
 		return fmt.Errorf("catalog: restore: the rebuilt catalog has %d row(s) that name a missing row", fk)

@@ -56,56 +56,45 @@ func notCarried(name string) bool {
 	return strings.HasPrefix(name, "replica_") || strings.HasPrefix(name, "sqlite_") || name == "search_tokens"
 }
 
-type querier interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}
-
 // repTables lists the carried tables with their columns and keys.
 func repTables(ctx context.Context, q querier) ([]RepTable, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list tables: %w", err)
-	}
 	type tbl struct {
 		name string
 		wr   bool
 	}
 	var names []tbl
-	for rows.Next() {
+	err := eachRow(ctx, q, "the tables", func(r row) error {
 		var t tbl
-		if err := rows.Scan(&t.name, &t.wr); err != nil {
-			rows.Close()
-			return nil, err
+		if err := r.Scan(&t.name, &t.wr); err != nil {
+			return err
 		}
 		if !notCarried(t.name) {
 			names = append(names, t)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' ORDER BY name`)
+	if err != nil {
 		return nil, err
 	}
 	var out []RepTable
 	for _, n := range names {
-		cols, err := q.QueryContext(ctx, `SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid`, n.name)
-		if err != nil {
-			return nil, fmt.Errorf("catalog: columns of %s: %w", n.name, err)
-		}
 		t := RepTable{Name: n.name}
 		pks := map[int]int{} // pk rank -> position
-		for cols.Next() {
+		err := eachRow(ctx, q, "the columns of "+n.name, func(r row) error {
 			var name, typ string
 			var pk int
-			if err := cols.Scan(&name, &typ, &pk); err != nil {
-				cols.Close()
-				return nil, err
+			if err := r.Scan(&name, &typ, &pk); err != nil {
+				return err
 			}
 			if pk > 0 {
 				pks[pk] = len(t.Cols)
 			}
 			t.Cols = append(t.Cols, name)
+			return nil
+		}, `SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid`, n.name)
+		if err != nil {
+			return nil, err
 		}
-		cols.Close()
 		alias := !n.wr && len(pks) == 1 && strings.EqualFold(colType(ctx, q, n.name, t.Cols[pks[1]]), "INTEGER")
 		switch {
 		case n.wr:
@@ -127,15 +116,11 @@ func repTables(ctx context.Context, q querier) ([]RepTable, error) {
 }
 
 func colType(ctx context.Context, q querier, table, col string) string {
-	rows, err := q.QueryContext(ctx, `SELECT type FROM pragma_table_info(?) WHERE name = ?`, table, col)
-	if err != nil {
-		return ""
-	}
-	defer rows.Close()
 	var t string
-	if rows.Next() {
-		rows.Scan(&t)
-	}
+	eachRow(ctx, q, "a column's type", func(r row) error {
+		r.Scan(&t)
+		return errStop
+	}, `SELECT type FROM pragma_table_info(?) WHERE name = ?`, table, col)
 	return t
 }
 
@@ -219,20 +204,16 @@ func (c *Catalog) DisableChangeLog(ctx context.Context) error {
 }
 
 func dropTriggers(tx *Tx) error {
-	rows, err := tx.query(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'replica\_%' ESCAPE '\'`)
+	// Every name is read before the first drop: SQLite leaves undefined
+	// what a read still open sees of the sqlite_master rows a drop removes.
+	names, err := queryAll(tx.ctx, tx.tx, "replica triggers", func(r row) (string, error) {
+		var n string
+		err := r.Scan(&n)
+		return n, err
+	}, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'replica\_%' ESCAPE '\'`)
 	if err != nil {
 		return err
 	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
 	for _, n := range names {
 		if _, err := tx.exec(`DROP TRIGGER ` + quoteIdent(n)); err != nil {
 			return err
@@ -245,24 +226,23 @@ func dropTriggers(tx *Tx) error {
 // when not written): the record changes at each rollover, the progress at
 // each segment, so a segment rewrites a few bytes, not the shard list.
 func (c *Catalog) ReplicaState(ctx context.Context) (state, progress []byte, err error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT key, value FROM replica_state WHERE key IN ('state', 'progress')`)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err = eachRow(ctx, c.db, "the replica's state", func(r row) error {
 		var k string
 		var v []byte
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, nil, err
+		if err := r.Scan(&k, &v); err != nil {
+			return err
 		}
 		if k == "state" {
 			state = v
 		} else {
 			progress = v
 		}
+		return nil
+	}, `SELECT key, value FROM replica_state WHERE key IN ('state', 'progress')`)
+	if err != nil {
+		return nil, nil, err
 	}
-	return state, progress, rows.Err()
+	return state, progress, nil
 }
 
 // SetReplicaState replaces the replica's record, forgets its progress,

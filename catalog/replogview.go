@@ -12,22 +12,28 @@ import (
 // View is one consistent read of the catalog: every call sees the same
 // commit, whatever other connections write meanwhile.
 type View struct {
-	ctx   context.Context
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt // a segment reads many rows of few tables: each query is parsed once
+	ctx      context.Context
+	conn     *sql.Conn
+	prepared prepared
 }
 
-// query runs q through a statement prepared once for the view.
-func (v *View) query(q string, args ...any) (*sql.Rows, error) {
-	st, ok := v.stmts[q]
+// prepared runs each query through a statement prepared once on conn: a
+// segment reads many rows of few tables, so each query is parsed once.
+type prepared struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+func (p prepared) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, ok := p.stmts[q]
 	if !ok {
 		var err error
-		if st, err = v.conn.PrepareContext(v.ctx, q); err != nil {
+		if st, err = p.conn.PrepareContext(ctx, q); err != nil {
 			return nil, err
 		}
-		v.stmts[q] = st
+		p.stmts[q] = st
 	}
-	return st.QueryContext(v.ctx, args...)
+	return st.QueryContext(ctx, args...)
 }
 
 // Read runs fn in a read transaction. While it lasts, a checkpoint waits
@@ -42,9 +48,9 @@ func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
 		return fmt.Errorf("catalog: begin a read: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), `ROLLBACK`)
-	v := &View{ctx: ctx, conn: conn, stmts: map[string]*sql.Stmt{}}
+	v := &View{ctx: ctx, conn: conn, prepared: prepared{conn, map[string]*sql.Stmt{}}}
 	defer func() {
-		for _, st := range v.stmts {
+		for _, st := range v.prepared.stmts {
 			st.Close()
 		}
 	}()
@@ -67,44 +73,35 @@ func (v *View) Tables() ([]RepTable, error) { return repTables(v.ctx, v.conn) }
 func (v *View) Schema() ([]SchemaItem, string, error) { return readSchema(v.ctx, v.conn) }
 
 func readSchema(ctx context.Context, q querier) ([]SchemaItem, string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
-	if err != nil {
-		return nil, "", fmt.Errorf("catalog: read the schema: %w", err)
-	}
-	defer rows.Close()
 	var out []SchemaItem
 	h := sha256.New()
-	for rows.Next() {
+	err := eachRow(ctx, q, "the schema", func(r row) error {
 		var it SchemaItem
-		if err := rows.Scan(&it.Type, &it.Name, &it.SQL); err != nil {
-			return nil, "", err
+		if err := r.Scan(&it.Type, &it.Name, &it.SQL); err != nil {
+			return err
 		}
 		out = append(out, it)
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", it.Type, it.Name, it.SQL)
+		return nil
+	}, `SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
+	if err != nil {
+		return nil, "", err
 	}
-	return out, hex.EncodeToString(h.Sum(nil)[:16]), rows.Err()
+	return out, hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
 // Changes calls fn once with the table and key of every row the log notes
 // after after, up to and including upto, in no particular order: what a
 // reader needs is each row's value as of the view, not its history.
 func (v *View) Changes(after, upto int64, fn func(table string, key []any) error) error {
-	rows, err := v.conn.QueryContext(v.ctx, `SELECT DISTINCT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ?`, after, upto)
-	if err != nil {
-		return fmt.Errorf("catalog: read the change log: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return eachRow(v.ctx, v.conn, "the change log", func(r row) error {
 		var t string
 		k := make([]any, maxKeyCols)
-		if err := rows.Scan(&t, &k[0], &k[1], &k[2], &k[3]); err != nil {
+		if err := r.Scan(&t, &k[0], &k[1], &k[2], &k[3]); err != nil {
 			return err
 		}
-		if err := fn(t, k); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+		return fn(t, k)
+	}, `SELECT DISTINCT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ?`, after, upto)
 }
 
 // Row reads the row of t named by key (the first len(t.Key) values are
@@ -116,15 +113,15 @@ func (v *View) Row(t RepTable, key []any) ([]any, error) {
 		where[i] = colList([]string{k}) + " = ?"
 	}
 	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s`, colList(t.Cols), quoteIdent(t.Name), strings.Join(where, " AND "))
-	rows, err := v.query(q, key[:len(kc)]...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: read a row of %s: %w", t.Name, err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return nil, rows.Err()
-	}
-	return scanRow(rows, len(t.Cols))
+	var out []any
+	err := eachRow(v.ctx, v.prepared, "a row of "+t.Name, func(r row) error {
+		var err error
+		if out, err = scanRow(r, len(t.Cols)); err != nil {
+			return err
+		}
+		return errStop
+	}, q, key[:len(kc)]...)
+	return out, err
 }
 
 // Range calls fn with every row of t whose key is at least lo and below
@@ -149,31 +146,24 @@ func (v *View) Range(t RepTable, lo, hi []any, fn func(row []any) error) error {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY " + keys
-	rows, err := v.conn.QueryContext(v.ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("catalog: read rows of %s: %w", t.Name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		row, err := scanRow(rows, len(t.Cols))
+	return eachRow(v.ctx, v.conn, "rows of "+t.Name, func(r row) error {
+		vals, err := scanRow(r, len(t.Cols))
 		if err != nil {
 			return err
 		}
-		if err := fn(row); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+		return fn(vals)
+	}, q, args...)
 }
 
-func scanRow(rows *sql.Rows, n int) ([]any, error) {
-	row := make([]any, n)
+// scanRow reads a row of n columns as the driver gives them.
+func scanRow(r row, n int) ([]any, error) {
+	vals := make([]any, n)
 	ptrs := make([]any, n)
-	for i := range row {
-		ptrs[i] = &row[i]
+	for i := range vals {
+		ptrs[i] = &vals[i]
 	}
-	if err := rows.Scan(ptrs...); err != nil {
+	if err := r.Scan(ptrs...); err != nil {
 		return nil, err
 	}
-	return row, nil
+	return vals, nil
 }

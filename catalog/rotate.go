@@ -103,29 +103,22 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 // it wrote and the last id read, where the next page starts; what names
 // the rows in errors.
 func (tx *Tx) rewrapRows(what, q string, args []any, update string, turn Rewrap) (int, ids.ID, error) {
-	type row struct {
+	type entry struct {
 		id, owner ids.ID
 		sealed    []byte
 	}
-	rows, err := tx.query(q, args...)
-	if err != nil {
-		return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
-	}
-	var all []row
-	for rows.Next() {
+	all, err := queryAll(tx.ctx, tx.tx, what+" to rotate", func(r row) (entry, error) {
 		var id, owner []byte
-		var r row
-		if err := rows.Scan(&id, &owner, &r.sealed); err != nil {
-			rows.Close()
-			return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
+		var e entry
+		if err := r.Scan(&id, &owner, &e.sealed); err != nil {
+			return e, fmt.Errorf("catalog: read %s to rotate: %w", what, err)
 		}
-		copy(r.id[:], id)
-		copy(r.owner[:], owner)
-		all = append(all, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, ids.ID{}, fmt.Errorf("catalog: rotate: read %s: %w", what, err)
+		copy(e.id[:], id)
+		copy(e.owner[:], owner)
+		return e, nil
+	}, q, args...)
+	if err != nil {
+		return 0, ids.ID{}, err
 	}
 	if len(all) == 0 {
 		return 0, ids.ID{}, nil

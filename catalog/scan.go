@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -17,48 +18,68 @@ import (
 // query's plan.
 const pageSize = 1000
 
-// queryAll runs q and turns each row into a T with scan; what names the
-// list in an error.
-func queryAll[T any](ctx context.Context, c *Catalog, what string, scan func(interface{ Scan(...any) error }) (T, error), q string, args ...any) ([]T, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
+// row is one row of a result: a *sql.Row, or the row eachRow is at.
+type row interface{ Scan(...any) error }
+
+// querier runs a query: the pool for a short read, a write transaction's
+// *sql.Tx, a view's connection.
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// errStop ends eachRow early and without an error: fn returns it once it
+// has what it needs.
+var errStop = errors.New("catalog: stop reading rows")
+
+// eachRow runs query and calls fn with each row, in the result's order,
+// until fn returns an error, which it returns as it is; what names the
+// rows in the errors of the query and of the result. The rows are closed
+// when it returns, so a transaction that changes the rows it reads
+// collects them in fn and writes after: SQLite leaves undefined what a
+// read still open sees of its own connection's changes.
+func eachRow(ctx context.Context, q querier, what string, fn func(row) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: list %s: %w", what, err)
+		return fmt.Errorf("catalog: read %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []T
 	for rows.Next() {
-		v, err := scan(rows)
+		if err := fn(rows); err != nil {
+			if err == errStop {
+				return nil
+			}
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: read %s: %w", what, err)
+	}
+	return nil
+}
+
+// queryAll runs query and turns each row into a T with scan, in order;
+// what names the rows in errors.
+func queryAll[T any](ctx context.Context, q querier, what string, scan func(row) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
+	err := eachRow(ctx, q, what, func(r row) error {
+		v, err := scan(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, v)
+		return nil
+	}, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// idList reads a one-column result of ids.
-func (c *Catalog) idList(ctx context.Context, q string, args ...any) ([]ids.ID, error) {
-	return queryAll(ctx, c, "ids", scanID, q, args...)
-}
-
-// scanIDs reads a one-column result of ids, and closes it.
-func scanIDs(rows *sql.Rows) ([]ids.ID, error) {
-	defer rows.Close()
-	var out []ids.ID
-	for rows.Next() {
-		id, err := scanID(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
-}
-
-func scanID(row interface{ Scan(...any) error }) (ids.ID, error) {
+// scanID reads a row of one id, for queryAll.
+func scanID(r row) (ids.ID, error) {
 	var b []byte
 	var id ids.ID
-	err := row.Scan(&b)
+	err := r.Scan(&b)
 	copy(id[:], b)
 	return id, err
 }

@@ -63,10 +63,10 @@ type SearchState struct {
 
 // SearchBacklog lists the tenants whose index is not built yet.
 func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
-	return queryAll(ctx, c, "search backlog", func(row interface{ Scan(...any) error }) (SearchState, error) {
+	return queryAll(ctx, c.db, "search backlog", func(r row) (SearchState, error) {
 		var s SearchState
 		var id, cursor []byte
-		if err := row.Scan(&id, &s.Mode, &cursor); err != nil {
+		if err := r.Scan(&id, &s.Mode, &cursor); err != nil {
 			return s, err
 		}
 		copy(s.Tenant[:], id)
@@ -92,22 +92,22 @@ func (tx *Tx) SearchProgress(tenant ids.ID, mode vocab.SearchMode, cursor ids.ID
 func (c *Catalog) ResetSearchKeys(ctx context.Context, keyCheck []byte) (int, error) {
 	n := 0
 	err := c.Update(ctx, func(tx *Tx) error {
-		rows, err := tx.query(`SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
-		if err != nil {
-			return err
-		}
+		// Read whole before the first write: SQLite leaves undefined what
+		// a read still open sees of the rows its transaction changes.
 		var stale [][]byte
-		for rows.Next() {
+		err := eachRow(tx.ctx, tx.tx, "search keys", func(r row) error {
 			var id, check []byte
-			if err := rows.Scan(&id, &check); err != nil {
-				rows.Close()
+			if err := r.Scan(&id, &check); err != nil {
 				return err
 			}
 			if !bytes.Equal(check, keyCheck) {
 				stale = append(stale, id)
 			}
+			return nil
+		}, `SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
+		if err != nil {
+			return err
 		}
-		rows.Close()
 		for _, id := range stale {
 			if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id); err != nil {
 				return err
@@ -132,7 +132,7 @@ func (c *Catalog) Search(ctx context.Context, tenant ids.ID, tokens [][16]byte, 
 	for _, t := range tokens[1:] {
 		args = append(args, t[:])
 	}
-	return c.idList(ctx, searchQuery(len(tokens)), append(args, limit)...)
+	return queryAll(ctx, c.db, "search results", scanID, searchQuery(len(tokens)), append(args, limit)...)
 }
 
 // searchQuery pages through the vCons whose current version has n tokens,

@@ -20,11 +20,11 @@ type SigningKey struct {
 
 // SigningKeys lists the receipt signing keys, oldest first.
 func (c *Catalog) SigningKeys(ctx context.Context) ([]SigningKey, error) {
-	return queryAll(ctx, c, "signing keys", func(row interface{ Scan(...any) error }) (SigningKey, error) {
+	return queryAll(ctx, c.db, "signing keys", func(r row) (SigningKey, error) {
 		var k SigningKey
 		var id []byte
 		var at int64
-		err := row.Scan(&k.KID, &id, &k.Public, &k.Wrapped, &at)
+		err := r.Scan(&k.KID, &id, &k.Public, &k.Wrapped, &at)
 		k.ID, k.CreatedAt = ids.ID(id), fromNanos(at)
 		return k, err
 	}, `SELECT kid, id, public, wrapped, created_at FROM signing_keys ORDER BY created_at, kid`)

@@ -126,8 +126,8 @@ func (c *Catalog) txStmt(q string) *sql.Stmt {
 }
 
 // exec and queryRow run in the transaction's connection, through the
-// statement the pool already prepared there when there is one. A
-// statement of several rows (query) is left unprepared: its rows stay
+// statement the pool already prepared there when there is one. A read of
+// several rows (eachRow on tx.tx) is left unprepared: its rows may stay
 // open while the transaction runs other statements, and one statement
 // cannot serve two open results on one connection.
 func (tx *Tx) exec(q string, args ...any) (sql.Result, error) {
@@ -142,8 +142,4 @@ func (tx *Tx) queryRow(q string, args ...any) *sql.Row {
 		return tx.tx.StmtContext(tx.ctx, s).QueryRowContext(tx.ctx, args...)
 	}
 	return tx.tx.QueryRowContext(tx.ctx, q, args...)
-}
-
-func (tx *Tx) query(q string, args ...any) (*sql.Rows, error) {
-	return tx.tx.QueryContext(tx.ctx, q, args...)
 }

@@ -63,12 +63,12 @@ func (tx *Tx) updateTenant(q string, args ...any) error {
 
 const tenantCols = `id, name, metadata, retention_days, created_at, search`
 
-func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
+func scanTenant(r row) (Tenant, error) {
 	var t Tenant
 	var id []byte
 	var ret sql.NullInt64
 	var created int64
-	if err := row.Scan(&id, &t.Name, &t.Metadata, &ret, &created, &t.Search); err != nil {
+	if err := r.Scan(&id, &t.Name, &t.Metadata, &ret, &created, &t.Search); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return t, ErrNotFound
 		}
@@ -107,7 +107,7 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 
 // Tenants lists every tenant by name.
 func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
-	return queryAll(ctx, c, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
+	return queryAll(ctx, c.db, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
 }
 
 // NewTenant creates a tenant and records it in the admin log.

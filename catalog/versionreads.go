@@ -61,32 +61,31 @@ const qCurrent = `SELECT uuid FROM vcons
 // ListCurrent pages through a tenant's vCons that have a current version,
 // in uuid byte order, after the given uuid.
 func (c *Catalog) ListCurrent(ctx context.Context, tenant ids.ID, after ids.ID, limit int) ([]ids.ID, error) {
-	return c.idList(ctx, qCurrent, tenant[:], after[:], limit)
+	return queryAll(ctx, c.db, "vCons", scanID, qCurrent, tenant[:], after[:], limit)
 }
 
 // VersionIDs lists every version of a vCon the catalog still has: current,
 // hidden, or with its purge under way.
 func (tx *Tx) VersionIDs(tenant, uuid ids.ID) ([]ids.ID, error) {
-	return tx.idsOf(`SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
+	return queryAll(tx.ctx, tx.tx, "versions of a vCon", scanID, `SELECT id FROM versions WHERE tenant = ? AND uuid = ?`, tenant[:], uuid[:])
 }
 
 // CountByLocation counts versions (purged or not) at each location.
 func (c *Catalog) CountByLocation(ctx context.Context) (map[Location]int, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT location, count(*) FROM versions GROUP BY location`)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: count versions: %w", err)
-	}
-	defer rows.Close()
 	out := map[Location]int{}
-	for rows.Next() {
+	err := eachRow(ctx, c.db, "version counts", func(r row) error {
 		var l string
 		var n int
-		if err := rows.Scan(&l, &n); err != nil {
-			return nil, err
+		if err := r.Scan(&l, &n); err != nil {
+			return err
 		}
 		out[Location(l)] = n
+		return nil
+	}, `SELECT location, count(*) FROM versions GROUP BY location`)
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Exists reports whether the catalog has a row for the version.
@@ -172,26 +171,16 @@ func (c *Catalog) page(ctx context.Context, q string, args []any) ([]Version, er
 // versions runs q, whose columns are versionCols and, withCurrent, one
 // more saying whether the row is its vCon's current version.
 func (c *Catalog) versions(ctx context.Context, q string, withCurrent bool, args ...any) ([]Version, error) {
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: read versions: %w", err)
-	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
+	return queryAll(ctx, c.db, "versions", func(r row) (Version, error) {
 		var cur bool
 		var extra []any
 		if withCurrent {
 			extra = append(extra, &cur)
 		}
-		v, err := scanVersion(rows, extra...)
-		if err != nil {
-			return nil, err
-		}
+		v, err := scanVersion(r, extra...)
 		v.Current = cur
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		return v, err
+	}, q, args...)
 }
 
 // CountKept counts every tenant's kept versions.
@@ -267,19 +256,18 @@ func (c *Catalog) KeptVersions(ctx context.Context, list []ids.ID) (map[ids.ID]V
 		args[i] = id[:]
 	}
 	q := `SELECT ` + versionCols + ` FROM versions v WHERE v.purge = 0 AND v.wrapped_key IS NOT NULL AND v.id IN (?` + strings.Repeat(",?", len(list)-1) + `)`
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: look versions up again: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		v, err := scanVersion(rows)
+	err := eachRow(ctx, c.db, "versions looked up again", func(r row) error {
+		v, err := scanVersion(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out[v.ID] = v
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // The counts of the progress lines: how many items a long command will

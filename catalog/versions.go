@@ -68,7 +68,7 @@ const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.cont
 	v.wrapped_key, v.hidden_at, v.purge, v.location, v.pack_file, v.pack_offset, v.pack_length,
 	(SELECT p.object_key FROM pack_files p WHERE p.id = v.pack_file)`
 
-func scanVersion(row interface{ Scan(...any) error }, extra ...any) (Version, error) {
+func scanVersion(r row, extra ...any) (Version, error) {
 	var v Version
 	var id, tenant, uuid, pack []byte
 	var stored int64
@@ -76,7 +76,7 @@ func scanVersion(row interface{ Scan(...any) error }, extra ...any) (Version, er
 	var packKey sql.NullString
 	dest := append([]any{&id, &tenant, &uuid, &stored, &v.ContentType, &v.ContentEncoding, &v.Form, &v.Size, &v.SealedSize,
 		&v.WrappedKey, &hidden, &v.Purge, &v.Location, &pack, &off, &length, &packKey}, extra...)
-	if err := row.Scan(dest...); err != nil {
+	if err := r.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return v, ErrNotFound
 		}
@@ -157,22 +157,12 @@ func (tx *Tx) Hide(tenant, uuid ids.ID) ([]ids.ID, error) {
 	if held {
 		return nil, ErrHeld
 	}
-	rows, err := tx.query(`SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, tenant[:], uuid[:])
+	// Read whole before the update hides them: SQLite leaves undefined
+	// what a read still open sees of the rows its transaction changes.
+	hid, err := queryAll(tx.ctx, tx.tx, "versions to hide", scanID, `SELECT id FROM versions WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, tenant[:], uuid[:])
 	if err != nil {
 		return nil, err
 	}
-	var hid []ids.ID
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		var id ids.ID
-		copy(id[:], b)
-		hid = append(hid, id)
-	}
-	rows.Close()
 	if _, err := tx.exec(`UPDATE versions SET hidden_at = ? WHERE tenant = ? AND uuid = ? AND hidden_at IS NULL`, nanos(tx.now), tenant[:], uuid[:]); err != nil {
 		return nil, err
 	}

@@ -168,15 +168,15 @@ type Event struct {
 const eventCols = `e.id, e.msg_id, e.tenant, e.uuid, e.version, e.type, e.at, e.failed, e.attempts, e.next_at, e.error`
 
 func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, error) {
-	return queryAll(ctx, c, "events", scanEvent, q, args...)
+	return queryAll(ctx, c.db, "events", scanEvent, q, args...)
 }
 
-func scanEvent(row interface{ Scan(...any) error }) (Event, error) {
+func scanEvent(r row) (Event, error) {
 	var e Event
 	var tenant, uuid, version []byte
 	var at, next int64
 	var msg sql.NullString
-	if err := row.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
+	if err := r.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
 		return e, fmt.Errorf("catalog: read events: %w", err)
 	}
 	copy(e.Tenant[:], tenant)

@@ -113,6 +113,38 @@ func TestLayout(t *testing.T) {
 		}
 	})
 
+	t.Run("CatalogRowsThroughEachRow", func(t *testing.T) {
+		// Every read of rows in catalog/ goes through eachRow
+		// (catalog/scan.go), which closes them, checks their error and
+		// stops where its callback says: a loop written by hand again is
+		// where a missed rows.Err or a statement left open comes back.
+		files, err := filepath.Glob(filepath.Join(root, "catalog", "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			name := filepath.Base(file)
+			if strings.HasSuffix(name, "_test.go") || name == "scan.go" {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) > 0 {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Next" {
+					t.Errorf("catalog/%s:%d calls Next on rows: read them with eachRow or queryAll (catalog/scan.go)", name, fset.Position(call.Pos()).Line)
+				}
+				return true
+			})
+		}
+	})
+
 	keyLiteral := regexp.MustCompile(`"(tenants/|objects/|purged/|tenant=)`)
 	citation := regexp.MustCompile(`\b(SPEC|STYLE|DESIGN)\b|seed (page|000|001)|the seed\b`)
 	for _, file := range sourceFiles(t, root) {

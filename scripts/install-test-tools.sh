@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Installs the real S3 servers the tests run against, built from source with
-# `go install` (the only registry this project's machines reach is the Go
-# module proxy), into ${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}/bin.
+# Installs the real servers the tests run against (S3 and KMS), built from
+# source with `go install` (the only registry this project's machines reach
+# is the Go module proxy), into ${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}/bin.
 # That folder is outside the repository, so one machine builds each tool
 # once. Idempotent: a tool already there is kept.
 #
-#   scripts/install-test-tools.sh            # both servers
+#   scripts/install-test-tools.sh            # every server
 #   scripts/install-test-tools.sh versitygw  # just one
 #
 # versitygw (Apache-2.0) takes about 2 minutes to build cold; MinIO (AGPL)
-# several. MinIO is only ever run as an external program by the tests
-# (test/kit/s3test), never imported into the project's code.
+# several; local-kms (MIT) half a minute. MinIO and the KMS servers are
+# only ever run as external programs by the tests (test/kit/s3test,
+# test/kit/kmstest), never imported into the project's code.
 set -euo pipefail
 
 VERSITYGW_VERSION=v1.8.0
@@ -19,6 +20,11 @@ VERSITYGW_VERSION=v1.8.0
 # to when the tests were written; pinned so every machine tests the same
 # server. Set VCON_MINIO_VERSION=latest to try the newest.
 MINIO_VERSION=${VCON_MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}
+
+# The KMS servers of the key-wrapping tests (internal/kms, test/kit/kmstest).
+# local-kms, an AWS KMS API server, has no tagged release on the module
+# proxy either: this is the commit the tests were written against.
+LOCALKMS_VERSION=v0.0.0-20260228092603-2a5e92d09ab6
 
 TOOLS="${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}"
 BIN="$TOOLS/bin"
@@ -63,13 +69,14 @@ install_tool() { # name module version
 
 want=("$@")
 if [ ${#want[@]} -eq 0 ]; then
-  want=(versitygw minio)
+  want=(versitygw minio local-kms)
 fi
 for tool in "${want[@]}"; do
   case $tool in
     versitygw) install_tool versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" ;;
     minio) install_tool minio github.com/minio/minio "$MINIO_VERSION" ;;
-    *) echo "install-test-tools: unknown tool $tool (want versitygw or minio)" >&2; exit 2 ;;
+    local-kms) install_tool local-kms github.com/nsmithuk/local-kms "$LOCALKMS_VERSION" ;;
+    *) echo "install-test-tools: unknown tool $tool (want versitygw, minio or local-kms)" >&2; exit 2 ;;
   esac
 done
-echo "install-test-tools: done; the tests find the servers in $BIN (or set VCON_TEST_VERSITYGW / VCON_TEST_MINIO)"
+echo "install-test-tools: done; the tests find the servers in $BIN (or set VCON_TEST_VERSITYGW / VCON_TEST_MINIO / VCON_TEST_LOCALKMS)"

@@ -68,6 +68,11 @@ func runWrap(e *env) error {
 		return err
 	}
 	defer cat.Close()
+	if wrapped, err := masterkey.IsWrapped(cfg.MasterKey); err != nil {
+		return err
+	} else if wrapped {
+		return fmt.Errorf("the master key file %s is wrapped already; nothing to do", cfg.MasterKey)
+	}
 	mk, err := seal.LoadMasterKey(cfg.MasterKey)
 	if err != nil {
 		return err

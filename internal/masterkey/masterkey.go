@@ -195,7 +195,12 @@ func Wrap(ctx context.Context, path string, w kms.Wrapper, catalog ids.ID) (rawC
 	} else if !bytes.Equal(back.CheckValue(), mk.CheckValue()) {
 		return "", fmt.Errorf("%s unwrapped another key than it wrapped, so %s is left as it was", w, path)
 	}
-	if err := os.Link(path, rawCopy); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Link(path, rawCopy); errors.Is(err, fs.ErrExist) {
+		// Left by a run cut before its rename, it must be this key.
+		if kept, err := seal.ReadMasterKeyFile(rawCopy); err != nil || !bytes.Equal(kept, raw) {
+			return "", fmt.Errorf("%s holds another key than %s; move it away, then run master-key wrap again", rawCopy, path)
+		}
+	} else if err != nil {
 		return "", fmt.Errorf("keep the raw key at %s: %w", rawCopy, err)
 	}
 	if err := os.Rename(next, path); err != nil {

@@ -32,6 +32,9 @@ func Read(path string, limit int64) ([]byte, error) {
 	if fi.IsDir() {
 		return nil, errors.New("is a folder, not a file")
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("is not a regular file")
+	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		what := "readable"
 		if perm&0o044 == 0 {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -100,6 +101,9 @@ func transportError(err error) error {
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
 		return fmt.Errorf("the KMS's TLS certificate is not trusted (%w): set ca_file to the CA that signed it, or the address to a name it holds", err)
+	case strings.Contains(err.Error(), "response headers exceeded"):
+		// net/http's bound (MaxResponseHeaderBytes) has no error type.
+		return fmt.Errorf("the answer's headers are longer than %d KiB, far more than any KMS sends: not read; is the address that of the KMS?", maxHeaderBytes>>10)
 	case errors.Is(err, context.DeadlineExceeded):
 		return unreachable("no answer within %s: %w", Timeout, err)
 	}

@@ -194,3 +194,18 @@ func TestUntrustedCertificate(t *testing.T) {
 		t.Errorf("%s: want ca_file named", text)
 	}
 }
+
+// An address whose port speaks plain HTTP (local-kms's own, a Vault
+// listener without TLS) is named as such, not as an outage.
+func TestPlainHTTPPortNamed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte(testToken), 0o600)
+	w := newWrapper(t, &config.KMS{Provider: "vault", Vault: &config.Vault{
+		Address: strings.Replace(srv.URL, "http://", "https://", 1), Mount: "transit", Key: "k", TokenFile: token}})
+	_, err := w.Wrap(context.Background(), randomBytes(t, 32), masterContext)
+	if text := wantKind(t, err, "encrypt", nil); !strings.Contains(text, "answers without TLS") {
+		t.Errorf("%s: want the missing TLS named", text)
+	}
+}

@@ -78,9 +78,9 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	// The server's environment holds its own secrets' names and more: the
-	// program gets the contract's variables and what finding programs and
-	// its own configuration needs.
+	// Nothing of the server's environment but PATH and HOME: it may hold
+	// credentials (AWS_SECRET_ACCESS_KEY, VAULT_TOKEN) that are none of
+	// the program's business.
 	cmd.Env = []string{"VCON_KMS_OP=" + op, "VCON_KMS_CONTEXT=" + string(encoded)}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -101,9 +101,9 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 	switch {
 	case stdout.over:
 		err = unreachable("the program printed more than %d KiB and was killed", MaxAnswer>>10)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		err = unreachable("the program did not finish within %s and was killed%s", Timeout, reason)
-	case ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		err = unreachable("the program was stopped: %w", ctx.Err())
 	case errors.As(err, &exit) && exit.ExitCode() == exitRefused:
 		err = refused("exit status %d (refused)%s", exitRefused, reason)

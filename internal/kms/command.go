@@ -78,9 +78,9 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	// The server's environment holds its own secrets' names and more: the
-	// program gets the contract's variables and what finding programs and
-	// its own configuration needs.
+	// Nothing of the server's environment but PATH and HOME: it may hold
+	// credentials (AWS_SECRET_ACCESS_KEY, VAULT_TOKEN) that are none of
+	// the program's business.
 	cmd.Env = []string{"VCON_KMS_OP=" + op, "VCON_KMS_CONTEXT=" + string(encoded)}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -89,20 +89,22 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 	}
 	cmd.Dir = "/"
 	cmd.Stdin = bytes.NewReader(input)
-	stdout := &boundedBuffer{max: MaxAnswer}
-	stderr := &boundedBuffer{max: maxStderr, discard: true}
+	// A program that prints past the bound is stopped there, not read on
+	// until Timeout.
+	stdout := &boundedBuffer{max: MaxAnswer, full: cancel}
+	stderr := &boundedBuffer{max: maxStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = waitDelay
 	err = cmd.Run()
-	reason := firstLine(stderr.Bytes(), input)
+	reason := firstLine(stderr.buf.Bytes(), input)
 	var exit *exec.ExitError
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		err = unreachable("the program did not finish within %s and was killed%s", Timeout, reason)
-	case ctx.Err() != nil:
-		err = unreachable("the program was stopped: %w", ctx.Err())
 	case stdout.over:
-		err = unreachable("the program printed more than %d KiB", MaxAnswer>>10)
+		err = unreachable("the program printed more than %d KiB and was killed", MaxAnswer>>10)
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		err = unreachable("the program did not finish within %s and was killed%s", Timeout, reason)
+	case err != nil && ctx.Err() != nil:
+		err = unreachable("the program was stopped: %w", ctx.Err())
 	case errors.As(err, &exit) && exit.ExitCode() == exitRefused:
 		err = refused("exit status %d (refused)%s", exitRefused, reason)
 	case errors.As(err, &exit):
@@ -111,13 +113,13 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 		err = unreachable("the program exited, but a process it started kept its output open")
 	case err != nil:
 		err = unreachable("the program could not be run: %w", plainPath(err))
-	case stdout.Len() == 0:
+	case stdout.buf.Len() == 0:
 		err = unreachable("the program exited 0 but printed nothing%s", reason)
 	}
 	if err != nil {
 		return nil, w.fail(argv[0], op, err)
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf.Bytes(), nil
 }
 
 // firstLine is the reason a program gave on stderr, ": <line>", or "".
@@ -140,26 +142,26 @@ func plainPath(err error) error {
 	return err
 }
 
-// boundedBuffer keeps the first max bytes written to it. Past them it
-// fails the write, so that a program printing without end is stopped by a
-// broken pipe, or, with discard, drops the rest, so that a program that
-// writes much to stderr is never blocked by it.
+// boundedBuffer keeps the first max bytes written to it and drops the
+// rest, so that a program is never blocked on a full pipe; the first
+// write past max calls full. It holds its bytes.Buffer rather than
+// embedding it: io.Copy would take the Buffer's ReadFrom and read without
+// bound.
 type boundedBuffer struct {
-	bytes.Buffer
-	max     int
-	discard bool
-	over    bool
+	buf  bytes.Buffer
+	max  int
+	full func()
+	over bool
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
-	room := b.max - b.Len()
-	if len(p) <= room {
-		return b.Buffer.Write(p)
-	}
-	b.Buffer.Write(p[:max(room, 0)])
-	if b.discard {
+	if room := b.max - b.buf.Len(); len(p) > room {
+		b.buf.Write(p[:max(room, 0)])
+		if !b.over && b.full != nil {
+			b.full()
+		}
+		b.over = true
 		return len(p), nil
 	}
-	b.over = true
-	return 0, errors.New("more output than the bound")
+	return b.buf.Write(p)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -62,8 +63,8 @@ type answer struct {
 // post sends req, made with newReq under a context bounded by Timeout,
 // and reads the answer through the MaxAnswer bound. A transport failure
 // is ErrUnreachable, except a certificate the CA does not vouch for
-// (setup, not weather); a redirect, an answer over the bound and an
-// unexpected 1xx match neither sentinel. The caller reads the status.
+// (setup, not weather); a redirect and an answer over the bounds match
+// neither sentinel. The caller reads the status.
 func post(ctx context.Context, c *http.Client, newReq func(context.Context) (*http.Request, error)) (*answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
@@ -97,9 +98,16 @@ func transportError(err error) error {
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var invalid x509.CertificateInvalidError
+	var notTLS tls.RecordHeaderError
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
 		return fmt.Errorf("the KMS's TLS certificate is not trusted (%w): set ca_file to the CA that signed it, or the address to a name it holds", err)
+	case errors.As(err, &notTLS), strings.Contains(err.Error(), "gave HTTP response to HTTPS client"):
+		// net/http turns the RecordHeaderError of an HTTP answer into text.
+		return errors.New("the address answers without TLS: set it to the KMS's https port")
+	case strings.Contains(err.Error(), "response headers exceeded"):
+		// net/http's bound (MaxResponseHeaderBytes) has no error type.
+		return fmt.Errorf("the answer's headers are longer than %d KiB, far more than any KMS sends: not read; is the address that of the KMS?", maxHeaderBytes>>10)
 	case errors.Is(err, context.DeadlineExceeded):
 		return unreachable("no answer within %s: %w", Timeout, err)
 	}

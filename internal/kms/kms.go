@@ -35,7 +35,8 @@
 //     VCON_KMS_CONTEXT=<the canonical encoding above>, and PATH and HOME
 //     as the server has them; nothing else of the server's environment;
 //     working directory /;
-//   - stdout: the result, at most 64 KiB, read only after exit status 0;
+//   - stdout: the result, at most 64 KiB (a program that prints more is
+//     killed), taken only on exit status 0;
 //   - stderr: its first line (up to 512 bytes) goes into the error the
 //     server reports, so it must never hold key material;
 //   - exit status 0 for success, 2 when the KMS refuses (key disabled,

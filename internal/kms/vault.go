@@ -197,7 +197,7 @@ func (w *vault) hint(op string, status int, msg string) string {
 	case strings.Contains(msg, "non-AEAD"):
 		return fmt.Sprintf("transit key %q must be of type aes256-gcm96 or chacha20-poly1305, which bind associated_data: make such a key and set kms.vault.key to it", w.key)
 	case strings.Contains(msg, "sealed"):
-		return "Vault is sealed: unseal it"
+		return "unseal it (vault operator unseal)"
 	case status == http.StatusNotFound:
 		return fmt.Sprintf("nothing answers at %s: is the transit engine mounted at %q?", path, w.mount)
 	}

@@ -1,8 +1,3 @@
-// Package kmstest starts real key management services for tests: local-kms
-// (an AWS KMS API server, localkms.go) and HashiCorp Vault in dev mode
-// (vault.go), both installed by scripts/install-test-tools.sh and run as
-// external programs. Without one the test is skipped loudly, or fails
-// when CI=true (test/kit/toolbin).
 package kmstest
 
 import (

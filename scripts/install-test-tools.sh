@@ -10,10 +10,10 @@
 #   scripts/install-test-tools.sh versitygw  # just one
 #
 # versitygw (Apache-2.0) takes about 2 minutes to build cold; MinIO (AGPL)
-# several; local-kms (MIT) half a minute; Vault (BUSL-1.1) the longest
-# (install_vault). MinIO and the KMS servers are only ever run as external
-# programs by the tests (test/kit/s3test, test/kit/kmstest), never imported
-# into the project's code.
+# several; local-kms (MIT) half a minute; Vault (BUSL-1.1) about 23
+# minutes (install_vault). MinIO and the KMS servers are only ever run as
+# external programs by the tests (test/kit/s3test, test/kit/kmstest),
+# never imported into the project's code.
 set -euo pipefail
 
 VERSITYGW_VERSION=v1.8.0
@@ -86,6 +86,10 @@ install_tool() { # name module version
 # framework.Backend.ActivationFunc, and no published sdk (v0.19.0 to
 # v0.25.1) has both. The pseudo-versions of the release commits themselves
 # are not served by the module proxy this project reaches.
+#
+# Cold (empty module and build caches, 2 busy cores): 23 minutes, of which
+# about 4 fetch 3.8 GB of modules; the build cache takes 3.9 GB more. The
+# stripped binary is 361 MB; a dev server answers in about half a second.
 VAULT_VERSION=v1.21.1
 VAULT_SDK_VERSION=v0.20.0
 VAULT_API_VERSION=v1.22.0
@@ -111,7 +115,7 @@ install_vault() {
     fi
     echo "install-test-tools: vault in $BIN is ${have:-of unknown version}, want $want: rebuilding"
   fi
-  echo "install-test-tools: building vault $want into $BIN through a wrapper module (the longest of the tools to build) ..."
+  echo "install-test-tools: building vault $want into $BIN through a wrapper module (about 23 minutes cold) ..."
   local start=$SECONDS
   local tmp
   tmp=$(mktemp -d "$TOOLS/.build.XXXXXX")

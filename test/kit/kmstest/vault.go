@@ -31,11 +31,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/test/kit/s3test"
+	"github.com/vcon-server/vcon-server/test/kit/toolbin"
 )
 
 // VaultEnv names the variable that points at a vault binary; without it
-// the tools directory (s3test.ToolsDir), then PATH, are searched.
+// the tools directory (toolbin.Dir), then PATH, are searched.
 const VaultEnv = "VCON_TEST_VAULT"
 
 // Vault is one running Vault dev server (vault server -dev -dev-tls), its
@@ -55,21 +55,7 @@ type Vault struct {
 
 // VaultBinary finds the vault program: $VCON_TEST_VAULT, else the tools
 // directory, else PATH. It returns "" when there is none.
-func VaultBinary() string {
-	if p := os.Getenv(VaultEnv); p != "" {
-		return p
-	}
-	if dir := s3test.ToolsDir(); dir != "" {
-		p := filepath.Join(dir, "vault")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("vault"); err == nil {
-		return p
-	}
-	return ""
-}
+func VaultBinary() string { return toolbin.Find("vault", VaultEnv) }
 
 // StartVault runs `vault server -dev -dev-tls` until the test ends: its
 // own temporary folder, a free loopback port (and the one after it, its
@@ -78,15 +64,7 @@ func VaultBinary() string {
 // the root token to TokenFile (0600), and returns.
 func StartVault(t testing.TB) *Vault {
 	t.Helper()
-	bin := VaultBinary()
-	if bin == "" {
-		msg := fmt.Sprintf("kmstest: NO VAULT BINARY: run scripts/install-test-tools.sh vault (installs into %s), or set %s; SKIPPING the tests against a real Vault",
-			s3test.ToolsDir(), VaultEnv)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := toolbin.Require(t, "vault", VaultEnv)
 	dir := t.TempDir()
 	v := &Vault{
 		CAFile:    filepath.Join(dir, "certs", "vault-ca.pem"), // where -dev-tls-cert-dir puts it

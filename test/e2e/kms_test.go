@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -229,5 +230,46 @@ func TestMasterKeyWrap(t *testing.T) {
 	e.WriteConfig("")
 	if _, errOut, code := e.TryCLI("check"); code == 0 || !strings.Contains(errOut, "holds a key wrapped by a KMS, and the configuration has no [kms] table") {
 		t.Fatalf("a wrapped key without [kms]: exit %d %s", code, errOut)
+	}
+}
+
+// TestVaultMasterKey: the master key wrapped by a Vault transit key; a
+// token that may no longer decrypt stops every start with Vault's refusal,
+// and once it may again the archive opens as before.
+func TestVaultMasterKey(t *testing.T) {
+	v := kmstest.StartVault(t)
+	e := testenv.Prepare(t, testenv.Options{Storage: fmt.Sprintf(`
+[kms]
+provider = "vault"
+
+[kms.vault]
+address = %q
+key = %q
+token_file = %q
+ca_file = %q
+`, v.Address, v.Key, v.TokenFile, v.CAFile)})
+	e.Start()
+	k := e.NewKey(e.Tenant("acme"), "write", "read")
+	uuid := ids.NewRandom().String()
+	body := apitest.NewVcon(uuid, "vault", "+15555550100")
+	if r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
+		t.Fatalf("store: %d %s", r.Status, r.Body)
+	}
+	e.Stop()
+	text, err := os.ReadFile(filepath.Join(e.Dir, "master.key"))
+	if err != nil || !strings.Contains(string(text), "\nciphertext: ") || !strings.Contains(string(text), `kms: vault transit key "vcon-server"`) {
+		t.Fatalf("master.key is not wrapped by Vault: %v\n%s", err, text)
+	}
+
+	v.DenyDecrypt(t)
+	err = e.TryStart()
+	if err == nil || !strings.Contains(err.Error(), "does not open") || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("a start with a token that may not decrypt: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	v.AllowAll(t)
+	e.Start()
+	if r := e.Do("GET", "/vcons/"+uuid, k.Token, nil); r.Status != 200 || !bytes.Equal(r.Body, body) {
+		t.Fatalf("read once the token may decrypt again: %d", r.Status)
 	}
 }

@@ -66,16 +66,20 @@ func IsWrapped(path string) (bool, error) {
 // the key w unwraps. It refuses a raw file under a KMS and a wrapped one
 // without, saying which step the operator missed.
 func Load(ctx context.Context, path string, w kms.Wrapper) (*seal.MasterKey, Wrapped, error) {
+	if w == nil {
+		mk, err := seal.LoadMasterKey(path)
+		if err != nil {
+			if wrapped, _ := IsWrapped(path); wrapped {
+				return nil, Wrapped{}, fmt.Errorf("the master key file %s holds a key wrapped by a KMS, and the configuration has no [kms] table: add the [kms] table the key was wrapped with (docs/keys.md)", path)
+			}
+		}
+		return mk, Wrapped{}, err
+	}
 	wrapped, err := IsWrapped(path)
 	if err != nil {
 		return nil, Wrapped{}, err
 	}
 	switch {
-	case w == nil && !wrapped:
-		mk, err := seal.LoadMasterKey(path)
-		return mk, Wrapped{}, err
-	case w == nil:
-		return nil, Wrapped{}, fmt.Errorf("the master key file %s holds a key wrapped by a KMS, and the configuration has no [kms] table: add the [kms] table the key was wrapped with (docs/keys.md)", path)
 	case !wrapped:
 		return nil, Wrapped{}, fmt.Errorf("the master key file %s holds a raw key, and the configuration has a [kms] table: run vcon-server master-key wrap to move the key into %s, or remove [kms]", path, w)
 	}

@@ -74,6 +74,13 @@ func dsn(path string) string {
 // key's check value, or opens the one already there (init is idempotent).
 // It reports whether it made a new one.
 func Create(ctx context.Context, dataDir string, keyCheck []byte) (*Catalog, bool, error) {
+	return CreateAs(ctx, dataDir, keyCheck, ids.ID{})
+}
+
+// CreateAs is Create with the id a new catalog gets (zero: a random one):
+// a master key wrapped by a KMS is bound to its catalog's id, so init
+// chooses the id before it makes the key (docs/keys.md).
+func CreateAs(ctx context.Context, dataDir string, keyCheck []byte, id ids.ID) (*Catalog, bool, error) {
 	path := filepath.Join(dataDir, FileName)
 	_, err := os.Stat(path)
 	existed := err == nil
@@ -86,7 +93,9 @@ func Create(ctx context.Context, dataDir string, keyCheck []byte) (*Catalog, boo
 			return c, false, nil
 		}
 	}
-	id := ids.NewRandom()
+	if id.IsZero() {
+		id = ids.NewRandom()
+	}
 	err = c.Update(ctx, func(tx *Tx) error {
 		if _, err := tx.exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('catalog_id', ?), ('key_check', ?)`, id[:], keyCheck); err != nil {
 			return err

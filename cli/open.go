@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/s3sig"
+	"github.com/vcon-server/vcon-server/internal/secretfile"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
 	"github.com/vcon-server/vcon-server/seal"
@@ -96,7 +95,7 @@ func (e *env) keyed(vet func(*config.Config) error) (*config.Config, *seal.Maste
 // openKeyed loads the master key and opens the data directory's catalog,
 // proving the key is the one it was made with.
 func openKeyed(ctx context.Context, cfg *config.Config) (*seal.MasterKey, *catalog.Catalog, error) {
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	mk, wrapped, err := loadMasterKey(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,6 +104,10 @@ func openKeyed(ctx context.Context, cfg *config.Config) (*seal.MasterKey, *catal
 		return nil, nil, fmt.Errorf("the data directory %s has no catalog; run vcon-server init --config %s first", cfg.DataDir, cfg.Path)
 	}
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := boundTo(cfg, wrapped, cat); err != nil {
+		cat.Close()
 		return nil, nil, err
 	}
 	check, rotated, err := cat.KeyCheck(ctx)
@@ -238,41 +241,9 @@ func NewS3Client(table string, c *config.S3) (*s3sig.Client, error) {
 	})
 }
 
-// readSecret reads a secret key file, refusing it, as seal.LoadMasterKey
-// refuses the master key file, when its group or others may use it:
-// whoever reads it can sign requests to the bucket. Its error reads after
-// the path.
-func readSecret(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is named once, by the caller
-		}
-		return nil, fmt.Errorf("cannot be read: %w", err)
-	}
-	defer f.Close()
-	// The mode checked is the mode of the open file, the bytes read.
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("cannot be read: %w", err)
-	}
-	if fi.IsDir() {
-		return nil, errors.New("is a folder, not a file")
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		what := "readable"
-		if perm&0o044 == 0 {
-			what = "writable or executable"
-		}
-		return nil, fmt.Errorf("is %s by group or others (mode %04o); run: chmod 0600 %s (or 0400)", what, perm, path)
-	}
-	secret, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("cannot be read: %w", err)
-	}
-	return secret, nil
-}
+// readSecret reads a secret key file: whoever reads it can sign requests
+// to the bucket (internal/secretfile).
+func readSecret(path string) ([]byte, error) { return secretfile.Read(path, 64<<10) }
 
 // vetBucket refuses a bucket whose settings would keep bytes a purge
 // deletes. Object Lock is read first: a bucket with it always reports

@@ -162,7 +162,7 @@ func runRestore(e *env, opts replica.Options) error {
 		return err
 	}
 	defer unlock()
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	mk, _, err := loadMasterKey(e.ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/masterkey"
 	"github.com/vcon-server/vcon-server/seal"
 )
 
@@ -17,10 +20,34 @@ func init() {
 		summary: "re-wrap every data key under a new master key in one transaction, server stopped; then set master_key to the new file",
 		flags: func(fs *flag.FlagSet) {
 			newKey = ""
-			fs.StringVar(&newKey, "new", "", "the new master key file: 32 bytes, raw or base64, mode 0400 or 0600")
+			fs.StringVar(&newKey, "new", "", "the new master key file: 32 bytes, raw or base64, mode 0400 or 0600; under [kms], a file that does not exist is made, wrapped by the KMS")
 		},
 		run: func(e *env, _ *flag.FlagSet, _ []string) error { return runRotate(e, newKey) },
 	})
+}
+
+// newMasterKey loads the key rotate moves to. Under [kms] a file that
+// does not exist yet is made, the new key wrapped by the KMS for this
+// catalog: its raw bytes are never written.
+func newMasterKey(e *env, cfg *config.Config, cat *catalog.Catalog, path string) (*seal.MasterKey, error) {
+	w, err := keyService(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		if w == nil {
+			return nil, fmt.Errorf("the new master key file %s does not exist; make one with: (umask 077 && head -c 32 /dev/urandom > %s && chmod 0400 %s)", path, path, path)
+		}
+		if err := masterkey.Create(e.ctx, path, w, cat.ID); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(e.stderr, "vcon-server: made a new master key, wrapped by %s, at %s\n", w, path)
+	}
+	mk, wrapped, err := masterkey.Load(e.ctx, path, w)
+	if err != nil {
+		return nil, err
+	}
+	return mk, boundTo(cfg, wrapped, cat)
 }
 
 // runRotate moves every data key from the configured master key to the
@@ -34,15 +61,12 @@ func runRotate(e *env, newPath string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(abs); os.IsNotExist(err) {
-		return fmt.Errorf("the new master key file %s does not exist; make one with: (umask 077 && head -c 32 /dev/urandom > %s && chmod 0400 %s)", abs, abs, abs)
-	}
 	cfg, oldKey, cat, release, err := e.offline("vcon-server master-key rotate")
 	if err != nil {
 		return err
 	}
 	defer release()
-	newMK, err := seal.LoadMasterKey(abs)
+	newMK, err := newMasterKey(e, cfg, cat, abs)
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,11 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/logline"
+	"github.com/vcon-server/vcon-server/internal/masterkey"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/replica"
-	"github.com/vcon-server/vcon-server/seal"
 )
 
 func init() {
@@ -78,8 +79,14 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) (err error) {
 			return fmt.Errorf("%s holds a replica of a catalog, and the data directory %s has none: run vcon-server restore --config %s to bring that catalog back, or point [replica] at an empty place to start a new one", store, cfg.DataDir, cfg.Path)
 		}
 	}
+	w, err := keyService(cfg)
+	if err != nil {
+		return err
+	}
+	// A wrapped key is bound to its catalog's id, so the id is chosen
+	// first; a key file left by an earlier init keeps the id it names.
 	madeKey := false
-	if err := seal.CreateMasterKeyFile(cfg.MasterKey); err == nil {
+	if err := masterkey.Create(e.ctx, cfg.MasterKey, w, ids.NewRandom()); err == nil {
 		madeKey = true
 	} else if !errors.Is(err, fs.ErrExist) {
 		return err
@@ -89,15 +96,18 @@ func runInit(e *env, _ *flag.FlagSet, _ []string) (err error) {
 			os.Remove(cfg.MasterKey)
 		}
 	}()
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	mk, wrapped, err := masterkey.Load(e.ctx, cfg.MasterKey, w)
 	if err != nil {
 		return err
 	}
-	cat, made, err := catalog.Create(e.ctx, cfg.DataDir, mk.CheckValue())
+	cat, made, err := catalog.CreateAs(e.ctx, cfg.DataDir, mk.CheckValue(), wrapped.Catalog)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
+	if err := boundTo(cfg, wrapped, cat); err != nil {
+		return err
+	}
 	// From here a new catalog and its master key belong together: a
 	// failure keeps them, and init run again goes on from them.
 	done = made

@@ -35,6 +35,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/test/kit/docrun"
 	"github.com/vcon-server/vcon-server/test/kit/duckdbtest"
+	"github.com/vcon-server/vcon-server/test/kit/kmstest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -97,10 +98,11 @@ func chain(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) []*docru
 func runPage(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) {
 	run := chain(t, p, pages)
 	opt := options(t)
-	server := false
+	server, withKMS := false, false
 	tools := map[string]bool{}
 	for _, q := range run {
 		server = server || q.Server
+		withKMS = withKMS || q.KMS
 		for _, tool := range q.Tools() {
 			tools[tool] = true
 		}
@@ -120,6 +122,9 @@ func runPage(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) {
 			need(t, p.Name+" uses an S3 service, and there is no versitygw: run scripts/install-test-tools.sh versitygw")
 		}
 	}
+	if withKMS {
+		opt.KMS = handOverKMS(t) // skips or fails, loudly, without local-kms
+	}
 	env, err := docrun.NewEnv(t.TempDir(), opt, server)
 	if err != nil {
 		t.Fatalf("%s: the scratch host: %v", p.Name, err)
@@ -135,6 +140,18 @@ func runPage(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// handOverKMS starts the key service a page reaches as kms.example.com:
+// local-kms, which speaks AWS KMS's API, with a key made for the page.
+func handOverKMS(t *testing.T) *docrun.KMS {
+	a := kmstest.StartLocalKMS(t)
+	secret, err := os.ReadFile(a.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &docrun.KMS{Endpoint: a.Endpoint, CAPEM: a.CAPEM, Region: a.Region, AccessKeyID: a.AccessKeyID,
+		Secret: strings.TrimSpace(string(secret)), KeyID: a.KeyID}
 }
 
 // need fails the test in CI, where every page must run, and skips it

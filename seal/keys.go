@@ -105,6 +105,18 @@ func CreateMasterKeyFile(path string) error {
 // white space. It refuses a file that group or others may read, write or
 // execute, since anyone who reads it can open every stored version.
 func LoadMasterKey(path string) (*MasterKey, error) {
+	key, err := ReadMasterKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	return MasterKeyFromBytes(key)
+}
+
+// ReadMasterKeyFile returns the raw key bytes of the master key file at
+// path, with LoadMasterKey's checks; for a key about to be wrapped by a
+// KMS (internal/masterkey), which needs the bytes themselves.
+func ReadMasterKeyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("seal: open master key file: %w", err)
@@ -137,7 +149,7 @@ func LoadMasterKey(path string) (*MasterKey, error) {
 	if !ok {
 		return nil, fmt.Errorf("seal: master key file %s must hold %d bytes, raw or base64", path, KeySize)
 	}
-	return MasterKeyFromBytes(key)
+	return key, nil
 }
 
 func parseKey(data []byte) ([]byte, bool) {

@@ -297,7 +297,16 @@ func (b *builder) service(table string, r rawService) *S3 {
 
 const exampleEndpoint = `"https://objects.example.com:9000"`
 
+// endpoint is an S3 service's address. s3sig signs UNSIGNED-PAYLOAD: the
+// signature does not cover the body, so only TLS keeps a sealed object
+// from being changed or replaced on the way.
 func (b *builder) endpoint(key string, v any) string {
+	return b.httpsURL(key, v, exampleEndpoint, "requests are signed with UNSIGNED-PAYLOAD, which leaves their bodies to TLS to protect")
+}
+
+// httpsURL is a service's https:// address, nothing after the host and
+// port; why says what plain HTTP would expose.
+func (b *builder) httpsURL(key string, v any, example, why string) string {
 	s := b.required(key, v)
 	if b.err != nil {
 		return ""
@@ -305,14 +314,11 @@ func (b *builder) endpoint(key string, v any) string {
 	u, err := url.Parse(s)
 	switch {
 	case err == nil && u.Scheme == "http":
-		// s3sig signs UNSIGNED-PAYLOAD: the signature does not cover the
-		// body, so only TLS keeps a sealed object from being changed or
-		// replaced on the way.
-		b.fail("%s must be an https:// URL, not %q: requests are signed with UNSIGNED-PAYLOAD, which leaves their bodies to TLS to protect", key, s)
+		b.fail("%s must be an https:// URL, not %q: %s", key, s, why)
 	case err != nil || u.Scheme != "https" || u.Host == "" || u.Hostname() == "":
-		b.fail("%s must be an https:// URL such as %s, not %q", key, exampleEndpoint, s)
+		b.fail("%s must be an https:// URL such as %s, not %q", key, example, s)
 	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		b.fail("%s must name only the service, such as %s, not %q", key, exampleEndpoint, s)
+		b.fail("%s must name only the service, such as %s, not %q", key, example, s)
 	}
 	if b.err != nil {
 		return ""

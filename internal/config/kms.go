@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -136,26 +135,10 @@ func (b *builder) kms(raw *rawConfig, defined func(key ...string) bool) {
 	}
 }
 
-// kmsEndpoint is a KMS's https:// address. A KMS answers with key
-// material, so it is never read over plain HTTP, loopback included.
+// kmsEndpoint is a KMS's address. A KMS answers with key material, so it
+// is never read over plain HTTP, loopback included.
 func (b *builder) kmsEndpoint(key string, v any) string {
-	s := b.required(key, v)
-	if b.err != nil {
-		return ""
-	}
-	u, err := url.Parse(s)
-	switch {
-	case err == nil && u.Scheme == "http":
-		b.fail("%s must be an https:// URL, not %q: the KMS answers with the master key, which only TLS keeps from the network", key, s)
-	case err != nil || u.Scheme != "https" || u.Hostname() == "":
-		b.fail("%s must be an https:// URL such as \"https://kms.example.com:8200\", not %q", key, s)
-	case u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		b.fail("%s must name only the service, such as \"https://kms.example.com:8200\", not %q", key, s)
-	}
-	if b.err != nil {
-		return ""
-	}
-	return "https://" + u.Host
+	return b.httpsURL(key, v, `"https://kms.example.com:8200"`, "the KMS answers with the master key, which only TLS keeps from the network")
 }
 
 // name is a key name, mount or region: one word of the URL paths and

@@ -23,6 +23,9 @@ type Page struct {
 	// Server says a block of the page runs a command that names
 	// objects.example.com, the S3 service the runner then starts.
 	Server bool
+	// KMS says a block names kms.example.com, the key service the runner
+	// is then given (Options.KMS).
+	KMS bool
 }
 
 // Block is one ```sh block and the output the page shows for it.
@@ -152,6 +155,9 @@ func Parse(name, text string) (*Page, error) {
 		case "sh":
 			if skipReason == "" && objectHost.MatchString(content) {
 				p.Server = true
+			}
+			if skipReason == "" && strings.Contains(content, "kms.example.com") {
+				p.KMS = true
 			}
 			b := &Block{Page: name, Line: start, Command: content, Skip: skipReason}
 			for _, n := range needs {

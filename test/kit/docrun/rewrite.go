@@ -32,6 +32,9 @@ type Rewriter struct {
 	Root   string // scratch root, no trailing slash
 	Port   int    // the server's port (the page's 8443)
 	S3Port int    // the S3 service's port (the page's 9000), 0 for none
+	// KMSPort is the key service's port (the page's kms.example.com:4443),
+	// 0 for none.
+	KMSPort int
 }
 
 // Block rewrites a block's text for running.
@@ -40,6 +43,9 @@ func (r *Rewriter) Block(s string) string {
 	pairs := []string{}
 	if r.S3Port != 0 {
 		pairs = append(pairs, "objects.example.com:9000", "localhost:"+strconv.Itoa(r.S3Port))
+	}
+	if r.KMSPort != 0 {
+		pairs = append(pairs, "kms.example.com:4443", "localhost:"+strconv.Itoa(r.KMSPort))
 	}
 	pairs = append(pairs,
 		"vcon.example.com:8443", "localhost:"+port,
@@ -58,6 +64,10 @@ func (r *Rewriter) Output(s string) string {
 	if r.S3Port != 0 {
 		s3 := strconv.Itoa(r.S3Port)
 		pairs = append(pairs, "localhost:"+s3, "objects.example.com:9000", "127.0.0.1:"+s3, "objects.example.com:9000")
+	}
+	if r.KMSPort != 0 {
+		k := strconv.Itoa(r.KMSPort)
+		pairs = append(pairs, "localhost:"+k, "kms.example.com:4443", "127.0.0.1:"+k, "kms.example.com:4443")
 	}
 	pairs = append(pairs,
 		r.Root+"/", "/",

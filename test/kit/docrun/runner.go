@@ -20,6 +20,9 @@ type Options struct {
 	Module    string // the checkout, which `git clone` of the project clones
 	DuckDB    string // a duckdb program for pages that use one, or ""
 	Versitygw string // versitygw, for pages that use objects.example.com
+	// KMS is the key service pages reach as kms.example.com:4443, for
+	// pages that name it.
+	KMS *KMS
 	// Timeout bounds each block (5 minutes when zero).
 	Timeout time.Duration
 	// Env is added to the session's environment (build caches and the
@@ -97,6 +100,11 @@ func NewEnv(dir string, opt Options, withS3 bool) (_ *Env, err error) {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(e.Home, "s3-ca.pem"), e.s3.CAPEM, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if opt.KMS != nil {
+		if err := e.handOverKMS(opt.KMS); err != nil {
 			return nil, err
 		}
 	}

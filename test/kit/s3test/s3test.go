@@ -20,13 +20,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/testcert"
+	"github.com/vcon-server/vcon-server/test/kit/toolbin"
 )
 
 // Kinds are the servers every S3 test runs on.
@@ -57,36 +57,12 @@ type Server struct {
 
 // ToolsDir is where scripts/install-test-tools.sh installs binaries:
 // $VCON_TOOLS/bin, by default ~/.cache/vcon-server/tools/bin.
-func ToolsDir() string {
-	root := os.Getenv("VCON_TOOLS")
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		root = filepath.Join(home, ".cache", "vcon-server", "tools")
-	}
-	return filepath.Join(root, "bin")
-}
+func ToolsDir() string { return toolbin.Dir() }
 
 // Binary finds kind's program: the environment variable (VCON_TEST_MINIO,
 // VCON_TEST_VERSITYGW), else the tools directory, else PATH. It returns ""
 // when there is none.
-func Binary(kind string) string {
-	if p := os.Getenv(envBinary[kind]); p != "" {
-		return p
-	}
-	if dir := ToolsDir(); dir != "" {
-		p := filepath.Join(dir, kind)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	if p, err := exec.LookPath(kind); err == nil {
-		return p
-	}
-	return ""
-}
+func Binary(kind string) string { return toolbin.Find(kind, envBinary[kind]) }
 
 // ForEach runs fn in a subtest per kind of Kinds, each with its own server.
 func ForEach(t *testing.T, fn func(t *testing.T, srv *Server)) {
@@ -106,15 +82,7 @@ func Start(t testing.TB, kind string) *Server {
 	if _, ok := envBinary[kind]; !ok {
 		t.Fatalf("s3test: unknown server kind %q (want one of %v)", kind, Kinds)
 	}
-	bin := Binary(kind)
-	if bin == "" {
-		msg := fmt.Sprintf("s3test: NO %s BINARY: run scripts/install-test-tools.sh (installs into %s), or set %s; SKIPPING the tests against a real %s",
-			strings.ToUpper(kind), ToolsDir(), envBinary[kind], kind)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := toolbin.Require(t, kind, envBinary[kind])
 
 	dir := t.TempDir()
 	pair, err := testcert.New("vcon-server test CA")

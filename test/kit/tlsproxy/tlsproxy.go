@@ -1,8 +1,11 @@
 // Package tlsproxy is a reverse proxy that does nothing but relay: TLS in,
-// TLS out, the request's Host kept, so that a signed S3 request verifies
-// at the server behind it. Issue 15's benchmark puts it in front of an S3
-// server as the floor vcon-server is measured against: whatever any server
-// in the middle must pay (a second TLS hop, reading and writing HTTP).
+// TLS or plain HTTP out, the request's Host kept, so that a signed S3 or
+// KMS request verifies at the server behind it. Issue 15's benchmark puts
+// it in front of an S3 server as the floor vcon-server is measured
+// against: whatever any server in the middle must pay (a second TLS hop,
+// reading and writing HTTP). test/kit/kmstest puts it in front of
+// local-kms, which speaks plain HTTP only, since vcon-server reaches a KMS
+// over https alone.
 package tlsproxy
 
 import (
@@ -24,8 +27,9 @@ type Proxy struct {
 	CAPEM []byte // the CA of the proxy's own certificate
 }
 
-// Start relays to upstream (an https URL whose certificate caPEM signs)
-// until the test ends.
+// Start relays to upstream until the test ends: an https URL whose
+// certificate caPEM signs, or an http URL (caPEM nil), for a server that
+// speaks no TLS.
 func Start(t testing.TB, upstream string, caPEM []byte) *Proxy {
 	t.Helper()
 	target, err := url.Parse(upstream)

@@ -3,7 +3,12 @@ package tlsproxy_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/vcon-server/vcon-server/internal/s3sig"
@@ -43,5 +48,32 @@ func TestRelaysSignedRequests(t *testing.T) {
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("%s GET: %d bytes (%v), want the %d put", name, len(got), err, len(body))
 		}
+	}
+}
+
+// An http:// upstream gets the request over plain HTTP, Host kept as the
+// client sent it, and the client gets its answer over TLS.
+func TestRelaysToPlainHTTP(t *testing.T) {
+	var gotHost string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotHost = r.Host
+		io.WriteString(w, "plain answer")
+	}))
+	defer up.Close()
+	px := tlsproxy.Start(t, up.URL, nil)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(px.CAPEM)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get(px.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "plain answer" || resp.TLS == nil {
+		t.Fatalf("answer %q (TLS %v), want the upstream's over TLS", body, resp.TLS != nil)
+	}
+	if want := strings.TrimPrefix(px.URL, "https://"); gotHost != want {
+		t.Fatalf("upstream saw Host %q, want the client's %q", gotHost, want)
 	}
 }

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/kms"
+	"github.com/vcon-server/vcon-server/internal/masterkey"
+	"github.com/vcon-server/vcon-server/seal"
+)
+
+// keyService is the KMS of [kms], or nil without it: master_key then holds
+// the raw key (docs/keys.md).
+func keyService(cfg *config.Config) (kms.Wrapper, error) {
+	if cfg.KMS == nil {
+		return nil, nil
+	}
+	return kms.New(cfg.KMS)
+}
+
+// loadMasterKey reads master_key, through the KMS when [kms] is set: the
+// one KMS call a process makes for it.
+func loadMasterKey(ctx context.Context, cfg *config.Config) (*seal.MasterKey, masterkey.Wrapped, error) {
+	w, err := keyService(cfg)
+	if err != nil {
+		return nil, masterkey.Wrapped{}, err
+	}
+	return masterkey.Load(ctx, cfg.MasterKey, w)
+}
+
+// boundTo refuses a wrapped key made for another catalog: the check value
+// would refuse it too, but this says which file belongs where.
+func boundTo(cfg *config.Config, f masterkey.Wrapped, cat *catalog.Catalog) error {
+	if f.Catalog.IsZero() || f.Catalog == cat.ID {
+		return nil
+	}
+	return fmt.Errorf("the master key file %s was wrapped for catalog %s, and the data directory %s holds catalog %s; use the key file made for this catalog", cfg.MasterKey, f.Catalog, cfg.DataDir, cat.ID)
+}
+
+func init() {
+	register(&command{
+		name:    "master-key wrap",
+		summary: "move the raw master key into the KMS of [kms]: master_key then holds only its wrapped form",
+		run:     func(e *env, _ *flag.FlagSet, _ []string) error { return runWrap(e) },
+	})
+}
+
+// runWrap wraps the raw key master_key holds with the KMS of [kms]; the
+// server may run meanwhile (it holds its key in memory) and takes the
+// wrapped file at its next start.
+func runWrap(e *env) error {
+	cfg, err := e.loadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.KMS == nil {
+		return fmt.Errorf("master-key wrap needs a [kms] table in %s naming the KMS that is to hold the key (docs/keys.md)", cfg.Path)
+	}
+	w, err := keyService(cfg)
+	if err != nil {
+		return err
+	}
+	cat, err := catalog.Open(e.ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	if wrapped, err := masterkey.IsWrapped(cfg.MasterKey); err != nil {
+		return err
+	} else if wrapped {
+		return fmt.Errorf("the master key file %s is wrapped already; nothing to do", cfg.MasterKey)
+	}
+	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	if err != nil {
+		return err
+	}
+	if check, _, err := cat.KeyCheck(e.ctx); err != nil {
+		return err
+	} else if string(check) != string(mk.CheckValue()) {
+		return fmt.Errorf("the master key %s does not open the catalog in %s, so it is not wrapped; set master_key to the key file of this catalog", cfg.MasterKey, cfg.DataDir)
+	}
+	rawCopy, err := masterkey.Wrap(e.ctx, cfg.MasterKey, w, cat.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "vcon-server: %s now holds the master key wrapped by %s; the raw key is at %s: once serve has started with the wrapped file, destroy it (shred -u %s) and every backup of it, since any copy of the raw key opens the archive without the KMS\n", cfg.MasterKey, w, rawCopy, rawCopy)
+	return e.emit(map[string]any{"master_key": cfg.MasterKey, "kms": w.String(), "raw_copy": rawCopy, "catalog_id": cat.ID.String()})
+}

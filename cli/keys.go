@@ -68,21 +68,11 @@ func runWrap(e *env) error {
 		return err
 	}
 	defer cat.Close()
-	if wrapped, err := masterkey.IsWrapped(cfg.MasterKey); err != nil {
-		return err
-	} else if wrapped {
-		return fmt.Errorf("the master key file %s is wrapped already; nothing to do", cfg.MasterKey)
-	}
-	mk, err := seal.LoadMasterKey(cfg.MasterKey)
+	check, _, err := cat.KeyCheck(e.ctx)
 	if err != nil {
 		return err
 	}
-	if check, _, err := cat.KeyCheck(e.ctx); err != nil {
-		return err
-	} else if string(check) != string(mk.CheckValue()) {
-		return fmt.Errorf("the master key %s does not open the catalog in %s, so it is not wrapped; set master_key to the key file of this catalog", cfg.MasterKey, cfg.DataDir)
-	}
-	rawCopy, err := masterkey.Wrap(e.ctx, cfg.MasterKey, w, cat.ID)
+	rawCopy, err := masterkey.Wrap(e.ctx, cfg.MasterKey, w, cat.ID, check)
 	if err != nil {
 		return err
 	}

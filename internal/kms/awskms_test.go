@@ -3,10 +3,8 @@ package kms_test
 import (
 	"context"
 	"os"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/kms"
@@ -32,25 +30,7 @@ func TestAWSRoundTrip(t *testing.T) {
 	if got, want := w.String(), `awskms key "`+srv.KeyID+`" in eu-west-1 at `+srv.Endpoint; got != want {
 		t.Errorf("String() = %s, want %s", got, want)
 	}
-	var times []time.Duration
-	for i := 0; i < 20; i++ {
-		key := randomBytes(t, 32)
-		start := time.Now()
-		wrapped, err := w.Wrap(ctx, key, masterContext)
-		if err != nil {
-			t.Fatalf("wrap: %v", err)
-		}
-		got, err := w.Unwrap(ctx, wrapped, masterContext)
-		if err != nil {
-			t.Fatalf("unwrap: %v", err)
-		}
-		times = append(times, time.Since(start))
-		sameBytes(t, "unwrapped", got, key)
-		noSecret(t, string(wrapped), key)
-	}
-	slices.Sort(times)
-	t.Logf("wrap+unwrap against local-kms behind the TLS proxy: median %v, fastest %v, slowest %v (20 round trips)",
-		times[len(times)/2], times[0], times[len(times)-1])
+	roundTrips(t, w, "local-kms behind the TLS proxy", nil)
 
 	// The largest plaintext a KMS takes, and an empty context.
 	big := randomBytes(t, kms.MaxPlaintext)

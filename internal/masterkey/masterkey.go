@@ -52,14 +52,14 @@ type Wrapped struct {
 	Ciphertext []byte
 }
 
-// IsWrapped reports whether the file at path holds a wrapped key, reading
-// only its first line.
-func IsWrapped(path string) (bool, error) {
-	data, err := secretfile.Read(path, maxFile)
+// readFile reads the key file at path once, with secretfile's checks, and
+// says whether it holds a wrapped key.
+func readFile(path string) (data []byte, wrapped bool, err error) {
+	data, err = secretfile.Read(path, maxFile)
 	if err != nil {
-		return false, fmt.Errorf("the master key file %s %w", path, err)
+		return nil, false, fmt.Errorf("the master key file %s %w", path, err)
 	}
-	return bytes.HasPrefix(data, []byte(header+"\n")), nil
+	return data, bytes.HasPrefix(data, []byte(header+"\n")), nil
 }
 
 // Load returns the master key at path: the raw key when w is nil, else
@@ -69,13 +69,13 @@ func Load(ctx context.Context, path string, w kms.Wrapper) (*seal.MasterKey, Wra
 	if w == nil {
 		mk, err := seal.LoadMasterKey(path)
 		if err != nil {
-			if wrapped, _ := IsWrapped(path); wrapped {
+			if _, wrapped, _ := readFile(path); wrapped {
 				return nil, Wrapped{}, fmt.Errorf("the master key file %s holds a key wrapped by a KMS, and the configuration has no [kms] table: add the [kms] table the key was wrapped with (docs/keys.md)", path)
 			}
 		}
 		return mk, Wrapped{}, err
 	}
-	wrapped, err := IsWrapped(path)
+	data, wrapped, err := readFile(path)
 	if err != nil {
 		return nil, Wrapped{}, err
 	}
@@ -83,7 +83,7 @@ func Load(ctx context.Context, path string, w kms.Wrapper) (*seal.MasterKey, Wra
 	case !wrapped:
 		return nil, Wrapped{}, fmt.Errorf("the master key file %s holds a raw key, and the configuration has a [kms] table: run vcon-server master-key wrap to move the key into %s, or remove [kms]", path, w)
 	}
-	f, err := read(path)
+	f, err := parse(path, data)
 	if err != nil {
 		return nil, Wrapped{}, err
 	}
@@ -99,11 +99,9 @@ func Load(ctx context.Context, path string, w kms.Wrapper) (*seal.MasterKey, Wra
 	return mk, f, nil
 }
 
-func read(path string) (Wrapped, error) {
-	data, err := secretfile.Read(path, maxFile)
-	if err != nil {
-		return Wrapped{}, fmt.Errorf("the master key file %s %w", path, err)
-	}
+// parse reads the four lines of a wrapped key file.
+func parse(path string, data []byte) (Wrapped, error) {
+	var err error
 	bad := func(what string) (Wrapped, error) {
 		return Wrapped{}, fmt.Errorf("the master key file %s is damaged: %s; restore it from where the key was kept", path, what)
 	}
@@ -170,13 +168,15 @@ func oneLine(s string) string { return strings.NewReplacer("\n", " ", "\r", " ")
 // written beside it, checked by unwrapping it again, and renamed over
 // path; the raw key is kept at the returned path for the operator to
 // destroy. Each step leaves path a key that opens the catalog, raw or
-// wrapped, so a crash anywhere is finished by running Wrap again.
-func Wrap(ctx context.Context, path string, w kms.Wrapper, catalog ids.ID) (rawCopy string, err error) {
+// wrapped, so a crash anywhere is finished by running Wrap again. check
+// is the catalog's check value: a key that does not open the catalog is
+// not wrapped.
+func Wrap(ctx context.Context, path string, w kms.Wrapper, catalog ids.ID, check []byte) (rawCopy string, err error) {
 	rawCopy = path + ".raw"
-	if wrapped, err := IsWrapped(path); err != nil {
+	if _, wrapped, err := readFile(path); err != nil {
 		return "", err
 	} else if wrapped {
-		return "", fmt.Errorf("the master key file %s is wrapped already", path)
+		return "", fmt.Errorf("the master key file %s is wrapped already; nothing to do", path)
 	}
 	raw, err := seal.ReadMasterKeyFile(path)
 	if err != nil {
@@ -186,6 +186,9 @@ func Wrap(ctx context.Context, path string, w kms.Wrapper, catalog ids.ID) (rawC
 	mk, err := seal.MasterKeyFromBytes(raw)
 	if err != nil {
 		return "", err
+	}
+	if !bytes.Equal(mk.CheckValue(), check) {
+		return "", fmt.Errorf("the master key %s does not open catalog %s, so it is not wrapped; set master_key to the key file of this catalog", path, catalog)
 	}
 	next := path + ".wrapped"
 	if err := os.Remove(next); err != nil && !errors.Is(err, fs.ErrNotExist) {

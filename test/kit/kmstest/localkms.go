@@ -3,7 +3,6 @@ package kmstest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -63,7 +62,7 @@ func StartLocalKMS(t testing.TB) *AWS {
 		SecretFile:  filepath.Join(dir, "aws.secret"),
 		CAFile:      filepath.Join(dir, "ca.pem"),
 		LogFile:     filepath.Join(dir, "local-kms.log"),
-		secret:      randomText(20),
+		secret:      toolbin.RandomHex(20),
 	}
 	if err := os.WriteFile(a.SecretFile, []byte(a.secret+"\n"), 0o600); err != nil {
 		t.Fatalf("kmstest: %v", err)
@@ -265,12 +264,4 @@ func (a *AWS) call(t testing.TB, target string, in, out any) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func randomText(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
 }

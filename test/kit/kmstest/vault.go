@@ -12,10 +12,8 @@ package kmstest
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +67,7 @@ func StartVault(t testing.TB) *Vault {
 	v := &Vault{
 		CAFile:    filepath.Join(dir, "certs", "vault-ca.pem"), // where -dev-tls-cert-dir puts it
 		TokenFile: filepath.Join(dir, "vault.token"),
-		Token:     "vcon-root-" + vaultRandomHex(16),
+		Token:     "vcon-root-" + toolbin.RandomHex(16),
 		Mount:     "transit",
 		Key:       "vcon-server",
 		logFile:   filepath.Join(dir, "vault.log"),
@@ -84,7 +82,7 @@ func StartVault(t testing.TB) *Vault {
 	}
 	if lastErr != nil {
 		log, _ := os.ReadFile(v.logFile)
-		t.Fatalf("kmstest: vault did not start: %v\n--- %s ---\n%s", lastErr, v.logFile, vaultTail(log, 8<<10))
+		t.Fatalf("kmstest: vault did not start: %v\n--- %s ---\n%s", lastErr, v.logFile, toolbin.Tail(log, 8<<10))
 	}
 	v.call(t, "POST", "/v1/sys/mounts/"+v.Mount, map[string]any{"type": "transit"}, nil)
 	v.NewKey(t, v.Key)
@@ -145,7 +143,7 @@ func (v *Vault) start(t testing.TB, bin, dir string) error {
 		<-exited
 		if t.Failed() {
 			if log, err := os.ReadFile(v.logFile); err == nil && len(log) > 0 {
-				t.Logf("--- vault output (%s) ---\n%s", v.logFile, vaultTail(log, 8<<10))
+				t.Logf("--- vault output (%s) ---\n%s", v.logFile, toolbin.Tail(log, 8<<10))
 			}
 		}
 	})
@@ -253,7 +251,7 @@ func (v *Vault) CallAs(t testing.TB, token, method, path string, body any) (int,
 	var out map[string]any
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("kmstest: vault %s %s: %s: not JSON: %q", method, path, resp.Status, vaultTail(raw, 512))
+			t.Fatalf("kmstest: vault %s %s: %s: not JSON: %q", method, path, resp.Status, toolbin.Tail(raw, 512))
 		}
 	}
 	return resp.StatusCode, out
@@ -358,23 +356,4 @@ func vaultFreePortPair() (int, error) {
 		return p, nil
 	}
 	return 0, fmt.Errorf("no free pair of loopback ports: %v", last)
-}
-
-func vaultRandomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func vaultTail(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	b = b[len(b)-n:]
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return b
 }

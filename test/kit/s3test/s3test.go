@@ -10,10 +10,7 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -94,12 +91,12 @@ func Start(t testing.TB, kind string) *Server {
 		Kind:      kind,
 		Region:    "us-east-1",
 		AccessKey: "vcontest",
-		SecretKey: randomHex(20),
+		SecretKey: toolbin.RandomHex(20),
 		CAFile:    filepath.Join(dir, "ca.pem"),
 		CAPEM:     caPEM,
 		DataDir:   filepath.Join(dir, "data"),
 		LogFile:   filepath.Join(dir, kind+".log"),
-		suffix:    randomHex(4),
+		suffix:    toolbin.RandomHex(4),
 	}
 	must := func(err error) {
 		t.Helper()
@@ -196,7 +193,7 @@ func (s *Server) start(t testing.TB, bin, dir string, certPEM, keyPEM []byte) er
 		<-exited
 		if t.Failed() {
 			if log, err := os.ReadFile(s.LogFile); err == nil && len(log) > 0 {
-				t.Logf("--- %s output (%s) ---\n%s", s.Kind, s.LogFile, tail(log, 8<<10))
+				t.Logf("--- %s output (%s) ---\n%s", s.Kind, s.LogFile, toolbin.Tail(log, 8<<10))
 			}
 		}
 	})
@@ -303,25 +300,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	b = b[len(b)-n:]
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return b
 }
 
 // StorageTOML is the [storage] tables of a server keeping its objects in

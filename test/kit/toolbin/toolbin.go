@@ -5,6 +5,9 @@
 package toolbin
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,4 +67,27 @@ func Require(t testing.TB, name, env string) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// RandomHex is n random bytes in hex: throwaway tokens and secrets of the
+// servers a kit starts.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Tail is the last n bytes of a server's log, from a line's start, for a
+// failure's report.
+func Tail(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	b = b[len(b)-n:]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return b
 }

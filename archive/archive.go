@@ -57,6 +57,7 @@ type Archive struct {
 	packer  *Packer      // nil without Parquet storage
 	flights purgeFlights // the purges being finished, by version
 	erasing sync.Map     // ids.ID → true: the erasures a call of this process runs (erase.go)
+	tkeys   tenantKeys   // the tenant keys unwrapped so far (tenantkeys.go)
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

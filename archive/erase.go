@@ -79,7 +79,11 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 		}
 		cr.UUIDs, cr.NotFound = known, len(r.UUIDs)-len(known)
 	} else {
-		t, ok := search.Query(a.Key.IndexKey(r.Tenant), r.Kind, r.Value)
+		tk, err := a.TenantKey(ctx, r.Tenant)
+		if err != nil {
+			return catalog.Erasure{}, err
+		}
+		t, ok := search.Query(tk.IndexKey(), r.Kind, r.Value)
 		if !ok {
 			return catalog.Erasure{}, ErrEraseNothing
 		}

@@ -37,7 +37,7 @@ func (a *Archive) Open(ctx context.Context, tenant, uuid ids.ID) (catalog.Versio
 
 // OpenVersion opens the sealed bytes of v with its data key.
 func (a *Archive) OpenVersion(ctx context.Context, v catalog.Version) (io.ReadCloser, error) {
-	dk, err := a.dataKey(v)
+	dk, err := a.dataKey(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +61,8 @@ func (a *Archive) OpenVersion(ctx context.Context, v catalog.Version) (io.ReadCl
 // more than max(limit, v.Size) bytes is refused. ErrNotFound when v has no
 // key (it was purged); an error wrapping ErrDamaged when its key or its
 // seal does not open.
-func (a *Archive) Inspect(sealed io.Reader, v catalog.Version, limit int64) (*vcon.Meta, error) {
-	dk, err := a.dataKey(v)
+func (a *Archive) Inspect(ctx context.Context, sealed io.Reader, v catalog.Version, limit int64) (*vcon.Meta, error) {
+	dk, err := a.dataKey(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +81,6 @@ func (a *Archive) inspect(ctx context.Context, v catalog.Version) (*vcon.Meta, e
 	}
 	defer rc.Close()
 	return inspectBody(rc, v, a.MaxSize)
-}
-
-// dataKey unwraps the data key of v.
-func (a *Archive) dataKey(v catalog.Version) (seal.DataKey, error) {
-	if v.WrappedKey == nil {
-		return seal.DataKey{}, ErrNotFound
-	}
-	dk, err := a.Key.Unwrap(v.WrappedKey, v.Tenant, v.ID)
-	if err != nil {
-		return seal.DataKey{}, errors.Join(ErrDamaged, err)
-	}
-	return dk, nil
 }
 
 // unseal reads sealed, the sealed bytes of v, with its data key dk.

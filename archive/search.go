@@ -8,24 +8,29 @@ import (
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/search"
+	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
 // index adds a new version's search tokens in the transaction that stores
 // it, when its tenant has search on.
-func (a *Archive) index(tx *catalog.Tx, v catalog.Version, m *vcon.Meta) error {
+func index(tx *catalog.Tx, tk *seal.TenantKey, v catalog.Version, m *vcon.Meta) error {
 	t, err := tx.Tenant(v.Tenant)
 	if err != nil || t.Search == vocab.SearchOff {
 		return err
 	}
-	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(a.Key.IndexKey(v.Tenant), m, t.Search))
+	return tx.AddTokens(v.Tenant, v.ID, search.Tokens(tk.IndexKey(), m, t.Search))
 }
 
 // Search pages through a tenant's vCons whose current version matches
 // every filter (field -> value; a subject filter, each of its words). An
 // empty result is returned for a filter that normalises to nothing.
 func (a *Archive) Search(ctx context.Context, tenant ids.ID, filters map[string]string, after ids.ID, limit int) ([]ids.ID, error) {
-	key := a.Key.IndexKey(tenant)
+	tk, err := a.TenantKey(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	key := tk.IndexKey()
 	var tokens [][16]byte
 	for _, f := range search.Fields {
 		v, ok := filters[f]
@@ -56,7 +61,11 @@ func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
 		if err != nil {
 			return read, err
 		}
-		key := a.Key.IndexKey(s.Tenant)
+		tk, err := a.TenantKey(ctx, s.Tenant)
+		if err != nil {
+			return read, err
+		}
+		key := tk.IndexKey()
 		found := make([][][16]byte, len(page))
 		for i, v := range page {
 			m, err := a.inspect(ctx, v)
@@ -84,7 +93,7 @@ func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
 					return err
 				}
 			}
-			_, err = tx.SearchProgress(s.Tenant, s.Mode, last, len(page) < batch, a.Key.CheckValue())
+			_, err = tx.SearchProgress(s.Tenant, s.Mode, last, len(page) < batch, tk.CheckValue())
 			return err
 		})
 		if err != nil {

@@ -69,6 +69,10 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	now := a.now()
 	vid := ids.NewV7(now)
 	defer a.rec.inFlight.storing(vid)()
+	tk, err := a.TenantKey(ctx, req.Tenant)
+	if err != nil {
+		return Stored{}, err
+	}
 	dk, err := seal.NewDataKey()
 	if err != nil {
 		return Stored{}, err
@@ -81,7 +85,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		return Stored{}, wrapf("store: start object", err)
 	}
 	defer up.Abort()
-	b, err := a.sealBody(req, up, dk, vid)
+	b, err := a.sealBody(req, up, tk, dk, vid)
 	if err != nil {
 		return Stored{}, err
 	}
@@ -104,7 +108,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	crashpoint.Hit(crashpoint.StoreAfterObject)
 	// 4. One transaction: the version, its record and its tokens, unless
 	// the same question, asked again, finds a retry.
-	wrapped, err := a.Key.Wrap(dk, req.Tenant, vid)
+	wrapped, err := tk.Wrap(dk, vid)
 	if err != nil {
 		return Stored{}, err
 	}
@@ -114,7 +118,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		Form: b.meta.Form, Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac,
 	}
-	replay, replaced, err := a.commitVersion(ctx, req, v, b)
+	replay, replaced, err := a.commitVersion(ctx, req, v, b, tk)
 	if err != nil || replay != nil {
 		// No row names the object, so its key is lost and it can never be
 		// opened; remove it now rather than leaving it to recovery.
@@ -145,13 +149,13 @@ type storedBody struct {
 // sealBody is step 2 of a store: the body copied once into the sealing
 // writer over up, the inspector and the keyed hash, and the seal closed.
 // The inspector's verdict (400, 413) explains a failed copy best.
-func (a *Archive) sealBody(req StoreRequest, up io.Writer, dk seal.DataKey, vid ids.ID) (storedBody, error) {
+func (a *Archive) sealBody(req StoreRequest, up io.Writer, tk *seal.TenantKey, dk seal.DataKey, vid ids.ID) (storedBody, error) {
 	sw, err := seal.NewWriter(up, dk, req.Tenant, vid)
 	if err != nil {
 		return storedBody{}, err
 	}
 	in := startInspector(req.Gzip(), a.MaxSize)
-	mac := hmac.New(sha256.New, a.Key.BodyMACKey(req.Tenant))
+	mac := hmac.New(sha256.New, tk.BodyMACKey())
 	_, copyErr := io.Copy(io.MultiWriter(sw, in, mac), req.Body)
 	meta, err := in.verdict(copyErr)
 	switch {
@@ -197,7 +201,7 @@ func (b storedBody) replayed(r catalog.Replay) Stored {
 // tokens, a small write, unless the body turns out to repeat the current
 // version (two retries racing): then it returns that version and writes
 // nothing. replaced says whether v replaced a current version.
-func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog.Version, b storedBody) (replay *catalog.Replay, replaced bool, err error) {
+func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog.Version, b storedBody, tk *seal.TenantKey) (replay *catalog.Replay, replaced bool, err error) {
 	err = a.Cat.UpdateSmall(ctx, func(tx *catalog.Tx) error {
 		var err error
 		if replay, err = b.retryOf(req, tx.ReplayOf); err != nil || replay != nil {
@@ -216,7 +220,7 @@ func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog
 				return err
 			}
 		}
-		return a.index(tx, v, b.meta)
+		return index(tx, tk, v, b.meta)
 	})
 	return replay, replaced, err
 }

@@ -97,7 +97,7 @@ func CreateAs(ctx context.Context, dataDir string, keyCheck []byte, id ids.ID) (
 		id = ids.NewRandom()
 	}
 	err = c.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('catalog_id', ?), ('key_check', ?)`, id[:], keyCheck); err != nil {
+		if _, err := tx.exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('catalog_id', ?), ('key_check', ?), ('key_move', 'done')`, id[:], keyCheck); err != nil {
 			return err
 		}
 		return nil

@@ -51,7 +51,7 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH versions USING INDEX versions_by_location (location=? AND tenant=? AND stored_at>?)"},
 		{"qLivePacked", qLivePacked, []any{string(Packed), t, mid, 1000},
 			"SEARCH v USING INDEX versions_by_tenant (tenant=? AND id>?)"},
-		{"qKeys", qKeys, []any{mid, pageSize},
+		{"qUnmoved", qUnmoved, []any{mid, pageSize},
 			"SEARCH versions USING PRIMARY KEY (id>?)"},
 		{"searchQuery(1)", searchQuery(1), []any{t, f.shared[:], f.midUUID[:], 51},
 			"SEARCH s USING PRIMARY KEY (tenant=? AND token=? AND uuid>?)"},

@@ -1,16 +1,19 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
-// Rewrap turns a data key wrapped under the old master key for (tenant,
-// version) into the same key wrapped under the new one. It runs inside the
-// rotation's transaction: CPU only, no I/O.
+// Rewrap turns a key wrapped for (tenant, version) into the same key
+// wrapped anew: under the new master key in a rotation, under the tenant's
+// key in the move to tenant keys. It runs inside a transaction: CPU only,
+// no I/O.
 type Rewrap func(tenant, version ids.ID, wrapped []byte) ([]byte, error)
 
 // Reseal turns a tenant's webhook secret sealed under the old master key
@@ -18,62 +21,63 @@ type Rewrap func(tenant, version ids.ID, wrapped []byte) ([]byte, error)
 // transaction: CPU only, no I/O.
 type Reseal func(tenant ids.ID, sealed []byte) ([]byte, error)
 
-// qKeys pages through every tenant's data keys by version id: the primary
-// key.
-const qKeys = `SELECT id, tenant, wrapped_key FROM versions WHERE id > ? AND wrapped_key IS NOT NULL ORDER BY id LIMIT ?`
+// Rotation is what RotateKeys needs of the keys: each turns bytes under
+// the old master key into the same bytes under the new one, inside the
+// rotation's transaction (CPU only, no I/O).
+type Rotation struct {
+	Check      []byte // the new master key's check value
+	TenantKey  Rewrap // a tenant's key (version is the zero id)
+	SigningKey Rewrap // a receipts' signing key, wrapped as a data key for the catalog's id
+	Secret     Reseal // a webhook secret
+	// BeforeCommit, when not nil, runs last inside the transaction (the
+	// crash point of tests).
+	BeforeCommit func()
+}
 
-// RotateKeys re-wraps every data key the catalog holds (and the receipts'
-// signing keys), seals every webhook secret again with reseal, records
+// ErrKeysNotMoved is RotateKeys' refusal of a catalog whose data keys are
+// not all under their tenants' keys yet: the move comes first.
+var ErrKeysNotMoved = errors.New("catalog: data keys are still under the master key; the move to tenant keys comes first")
+
+// RotateKeys re-wraps every tenant key wrapped under the master key and
+// the receipts' signing keys, seals every webhook secret again, records
 // the new master key's check value and the time of the rotation (meta
 // key_check and rotated_at) and an admin-log record, all in one
 // transaction: either every key, secret and the check value move to the
 // new master key, or none does and the old key keeps working
-// (docs/FORMAT.md, "Master-key rotation"). An error from rewrap or reseal
-// rolls everything back. beforeCommit, when not nil, runs last inside the transaction (the
-// crash point of tests). It returns how many keys it re-wrapped.
-//
-// Rows are read a page at a time, in version id order, inside the
-// transaction, so memory stays bounded by a page whatever the catalog
-// holds; the transaction's changed pages go to the WAL, which the caller
-// checkpoints afterwards so no key wrapped under the old master key stays
-// in the catalog's files.
-func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap, reseal Reseal, beforeCommit func()) (int, error) {
+// (docs/FORMAT.md, "Master-key rotation"). The data keys stay as they
+// are, under their tenants' keys. An error from a Rewrap or the Reseal
+// rolls everything back. It returns how many tenant keys it re-wrapped.
+func (c *Catalog) RotateKeys(ctx context.Context, r Rotation) (int, error) {
+	if moved, err := c.KeysMoved(ctx); err != nil || !moved {
+		return 0, cmp.Or(err, ErrKeysNotMoved)
+	}
 	n := 0
 	err := c.Update(ctx, func(tx *Tx) error {
-		n = 0
-		var after ids.ID
-		for {
-			k, last, err := tx.rewrapRows("keys", qKeys, []any{after[:], pageSize},
-				`UPDATE versions SET wrapped_key = ? WHERE id = ?`, rewrap)
-			if err != nil {
-				return err
-			}
-			n += k
-			if k < pageSize {
-				break
-			}
-			after = last
+		var err error
+		// A key of the tenant's own KMS key is not under the master key.
+		if n, _, err = tx.rewrapRows("tenant keys", `SELECT tenant, tenant, wrapped FROM tenant_keys WHERE kms_key IS NULL`, nil,
+			`UPDATE tenant_keys SET wrapped = ? WHERE tenant = ?`,
+			func(tenant, _ ids.ID, wrapped []byte) ([]byte, error) { return r.TenantKey(tenant, ids.ID{}, wrapped) }); err != nil {
+			return err
 		}
-		// The receipts' signing keys are wrapped as data keys are, for the
-		// catalog's id in place of a tenant's.
 		var cat []byte
 		if err := tx.queryRow(`SELECT value FROM meta WHERE key = 'catalog_id'`).Scan(&cat); err != nil {
 			return fmt.Errorf("catalog: rotate: read catalog id: %w", err)
 		}
 		if _, _, err := tx.rewrapRows("signing keys", `SELECT id, ?, wrapped FROM signing_keys`, []any{cat},
-			`UPDATE signing_keys SET wrapped = ? WHERE id = ?`, rewrap); err != nil {
+			`UPDATE signing_keys SET wrapped = ? WHERE id = ?`, r.SigningKey); err != nil {
 			return err
 		}
 		// Webhook secrets are sealed under the master key too: a secret
 		// left under the old one would hold its tenant's events forever. A
-		// secret that reseal refuses (it does not open under the old key)
-		// fails the rotation, as a data key does.
+		// secret that Secret refuses (it does not open under the old key)
+		// fails the rotation, as a key does.
 		if _, _, err := tx.rewrapRows("webhook secrets", `SELECT tenant, tenant, secret FROM webhooks`, nil,
 			`UPDATE webhooks SET secret = ? WHERE tenant = ?`,
-			func(tenant, _ ids.ID, sealed []byte) ([]byte, error) { return reseal(tenant, sealed) }); err != nil {
+			func(tenant, _ ids.ID, sealed []byte) ([]byte, error) { return r.Secret(tenant, sealed) }); err != nil {
 			return err
 		}
-		if err := tx.SetMeta("key_check", newCheck); err != nil {
+		if err := tx.SetMeta("key_check", r.Check); err != nil {
 			return fmt.Errorf("catalog: rotate: %w", err)
 		}
 		// OpenCatalog reads rotated_at to tell an operator who starts with
@@ -84,8 +88,8 @@ func (c *Catalog) RotateKeys(ctx context.Context, newCheck []byte, rewrap Rewrap
 		if err := tx.AdminLog(Record{Actor: CLI.Name, Action: "master_key_rotate", Status: 200}); err != nil {
 			return fmt.Errorf("catalog: rotate: %w", err)
 		}
-		if beforeCommit != nil {
-			beforeCommit()
+		if r.BeforeCommit != nil {
+			r.BeforeCommit()
 		}
 		return nil
 	})

@@ -25,12 +25,16 @@ func masterKey(t testing.TB, seed byte) *seal.MasterKey {
 	return mk
 }
 
-// fill stores n versions of one tenant with data keys wrapped by mk, in
+// fill stores n versions of one tenant with data keys wrapped by mk, as a
+// catalog made before tenant keys holds them (its move not begun), in
 // batches, and purges (key destroyed) every tenth; it returns the data
 // keys by version id.
 func fill(t testing.TB, c *Catalog, mk *seal.MasterKey, n int) map[ids.ID]seal.DataKey {
 	t.Helper()
 	ctx := context.Background()
+	if _, err := c.DB().Exec(`DELETE FROM meta WHERE key = 'key_move'`); err != nil {
+		t.Fatal(err)
+	}
 	tenant, err := c.NewTenant(ctx, "acme", CLI)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +99,16 @@ func rewrapWith(oldKey, newKey *seal.MasterKey) Rewrap {
 	}
 }
 
+func rewrapTenantWith(oldKey, newKey *seal.MasterKey) Rewrap {
+	return func(tenant, _ ids.ID, wrapped []byte) ([]byte, error) {
+		raw, err := oldKey.UnwrapTenantKey(tenant, wrapped)
+		if err != nil {
+			return nil, err
+		}
+		return newKey.WrapTenantKey(tenant, raw)
+	}
+}
+
 func resealWith(oldKey, newKey *seal.MasterKey) Reseal {
 	return func(tenant ids.ID, sealed []byte) ([]byte, error) {
 		secret, err := oldKey.OpenSecret(tenant, sealed)
@@ -102,6 +116,68 @@ func resealWith(oldKey, newKey *seal.MasterKey) Reseal {
 			return nil, err
 		}
 		return newKey.SealSecret(tenant, secret)
+	}
+}
+
+func rotation(oldKey, newKey *seal.MasterKey) Rotation {
+	return Rotation{Check: newKey.CheckValue(), TenantKey: rewrapTenantWith(oldKey, newKey),
+		SigningKey: rewrapWith(oldKey, newKey), Secret: resealWith(oldKey, newKey)}
+}
+
+// moveAll gives every tenant a key wrapped under mk and moves every data
+// key under it, as archive.MoveToTenantKeys does; it returns the tenant
+// keys and how many pages the move took.
+func moveAll(t testing.TB, c *Catalog, mk *seal.MasterKey) (map[ids.ID]*seal.TenantKey, int) {
+	t.Helper()
+	ctx := context.Background()
+	keys := tenantKeys(t, c, mk)
+	pages := 0
+	for {
+		_, done, err := c.MoveKeysPage(ctx, moveWith(mk, keys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if done {
+			return keys, pages
+		}
+	}
+}
+
+// tenantKeys makes each tenant without a key one, wrapped under mk, and
+// returns every tenant's key.
+func tenantKeys(t testing.TB, c *Catalog, mk *seal.MasterKey) map[ids.ID]*seal.TenantKey {
+	t.Helper()
+	ctx := context.Background()
+	tenants, err := c.Tenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[ids.ID]*seal.TenantKey{}
+	for _, tn := range tenants {
+		raw, _ := seal.NewTenantKeyBytes()
+		k, _ := seal.TenantKeyFromBytes(tn.ID, raw)
+		w, _ := mk.WrapTenantKey(tn.ID, raw)
+		row, err := c.AddTenantKey(ctx, TenantKey{Tenant: tn.ID, Wrapped: w, Check: k.CheckValue()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err = mk.UnwrapTenantKey(tn.ID, row.Wrapped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[tn.ID], _ = seal.TenantKeyFromBytes(tn.ID, raw)
+	}
+	return keys
+}
+
+func moveWith(mk *seal.MasterKey, keys map[ids.ID]*seal.TenantKey) Rewrap {
+	return func(tenant, version ids.ID, wrapped []byte) ([]byte, error) {
+		dk, err := mk.Unwrap(wrapped, tenant, version)
+		if err != nil {
+			return nil, err
+		}
+		return keys[tenant].Wrap(dk, version)
 	}
 }
 
@@ -127,6 +203,7 @@ func TestRotateSealsWebhookSecrets(t *testing.T) {
 		}
 		tenants = append(tenants, tn.ID)
 	}
+	moveAll(t, c, oldKey)
 	set := func(tenant ids.ID, mk *seal.MasterKey) {
 		t.Helper()
 		sealed, _ := mk.SealSecret(tenant, []byte("whsec_x"))
@@ -144,23 +221,23 @@ func TestRotateSealsWebhookSecrets(t *testing.T) {
 	}
 	set(tenants[0], oldKey)
 	set(tenants[1], masterKey(t, 3))
-	before := wrappedKeys(t, c)
-	if _, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), nil); err == nil {
+	before := tenantKeyRows(t, c)
+	if _, err := c.RotateKeys(ctx, rotation(oldKey, newKey)); err == nil {
 		t.Fatal("a rotation with a secret the old key does not open committed")
 	}
 	if check, rotated, _ := c.KeyCheck(ctx); rotated || !bytes.Equal(check, oldKey.CheckValue()) {
 		t.Fatal("a failed rotation changed the key check")
 	}
-	for id, w := range wrappedKeys(t, c) {
+	for id, w := range tenantKeyRows(t, c) {
 		if !bytes.Equal(before[id], w) {
-			t.Fatal("a failed rotation changed a wrapped key")
+			t.Fatal("a failed rotation changed a wrapped tenant key")
 		}
 	}
 	if !opens(tenants[0], oldKey) {
 		t.Fatal("a failed rotation moved a secret")
 	}
 	set(tenants[1], oldKey)
-	if _, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), nil); err != nil {
+	if _, err := c.RotateKeys(ctx, rotation(oldKey, newKey)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tn := range tenants {
@@ -170,9 +247,80 @@ func TestRotateSealsWebhookSecrets(t *testing.T) {
 	}
 }
 
-// TestRotateKeys rotates more than one page of keys and checks every key
-// opens with the new master key only, purged versions stay keyless, and
-// the meta values and admin log changed; then a rotation that fails half
+func tenantKeyRows(t testing.TB, c *Catalog) map[ids.ID][]byte {
+	t.Helper()
+	out := map[ids.ID][]byte{}
+	err := eachRow(context.Background(), c.db, "tenant keys", func(r row) error {
+		var id, w []byte
+		if err := r.Scan(&id, &w); err != nil {
+			return err
+		}
+		out[ids.ID(id)] = w
+		return nil
+	}, `SELECT tenant, wrapped FROM tenant_keys`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMoveKeysPage moves more than two pages of data keys under their
+// tenant's key, one page a call, as a move cut between pages resumes:
+// every kept key opens with its tenant's key only, a purged one stays
+// gone, and once done a call moves nothing.
+func TestMoveKeysPage(t *testing.T) {
+	ctx := context.Background()
+	mk := masterKey(t, 1)
+	c, _, err := Create(ctx, t.TempDir(), mk.CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := fill(t, c, mk, 2*pageSize+17)
+	if moved, err := c.KeysMoved(ctx); err != nil || moved {
+		t.Fatalf("KeysMoved before the move = %v, %v", moved, err)
+	}
+	if _, err := c.RotateKeys(ctx, rotation(mk, masterKey(t, 2))); !errors.Is(err, ErrKeysNotMoved) {
+		t.Fatalf("a rotation before the move: %v", err)
+	}
+	tks := tenantKeys(t, c, mk)
+	// 2017 versions, of which 1816 kept: a whole page, then the rest.
+	for i, want := range []int{pageSize, len(keys) - pageSize} {
+		n, done, err := c.MoveKeysPage(ctx, moveWith(mk, tks))
+		if err != nil || done != (i == 1) || n != want {
+			t.Fatalf("page %d: moved %d (want %d), done %v, %v", i, n, want, done, err)
+		}
+	}
+	if n, done, err := c.MoveKeysPage(ctx, moveWith(mk, tks)); n != 0 || !done || err != nil {
+		t.Fatalf("a move after the end: %d %v %v", n, done, err)
+	}
+	if moved, _ := c.KeysMoved(ctx); !moved {
+		t.Fatal("KeysMoved after the move is false")
+	}
+	after := wrappedKeys(t, c)
+	if len(after) != len(keys) {
+		t.Fatalf("%d keys after the move, want %d", len(after), len(keys))
+	}
+	var tenant ids.ID
+	for id := range tks {
+		tenant = id
+	}
+	for id, w := range after {
+		if !seal.UnderTenantKey(w) {
+			t.Fatalf("version %s is still under the master key", id)
+		}
+		if dk, err := tks[tenant].Unwrap(w, id); err != nil || dk != keys[id] {
+			t.Fatalf("version %s: the tenant key does not give its data key back: %v", id, err)
+		}
+		if _, err := mk.Unwrap(w, tenant, id); err == nil {
+			t.Fatalf("version %s opens with the master key", id)
+		}
+	}
+}
+
+// TestRotateKeys rotates the tenant keys of a moved catalog: every one
+// opens with the new master key only, the data keys stay as they were,
+// and the meta values and admin log changed; a rotation that fails half
 // way changes nothing.
 func TestRotateKeys(t *testing.T) {
 	ctx := context.Background()
@@ -182,26 +330,31 @@ func TestRotateKeys(t *testing.T) {
 	}
 	defer c.Close()
 	oldKey, newKey := masterKey(t, 1), masterKey(t, 2)
-	n := 2*pageSize + 17
-	keys := fill(t, c, oldKey, n)
+	fill(t, c, oldKey, 50)
+	for i := range 5 {
+		if _, err := c.NewTenant(ctx, "t"+strconv.Itoa(i), CLI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tks, _ := moveAll(t, c, oldKey)
+	dataKeys, before := wrappedKeys(t, c), tenantKeyRows(t, c)
 
-	// A rewrap failing on the last key rolls back every earlier one.
-	before := wrappedKeys(t, c)
+	// A rewrap failing on the last tenant key rolls back every earlier one.
 	calls := 0
-	_, err = c.RotateKeys(ctx, newKey.CheckValue(), func(tenant, version ids.ID, wrapped []byte) ([]byte, error) {
+	r := rotation(oldKey, newKey)
+	r.TenantKey = func(tenant, version ids.ID, wrapped []byte) ([]byte, error) {
 		calls++
-		if calls == len(keys) {
+		if calls == len(tks) {
 			return nil, errors.New("damaged")
 		}
-		return rewrapWith(oldKey, newKey)(tenant, version, wrapped)
-	}, resealWith(oldKey, newKey), nil)
-	if err == nil || calls != len(keys) {
+		return rewrapTenantWith(oldKey, newKey)(tenant, version, wrapped)
+	}
+	if _, err := c.RotateKeys(ctx, r); err == nil || calls != len(tks) {
 		t.Fatalf("failing rotation: %v after %d calls", err, calls)
 	}
-	after := wrappedKeys(t, c)
-	for id, w := range before {
-		if !bytes.Equal(after[id], w) {
-			t.Fatal("a failed rotation changed a wrapped key")
+	for id, w := range tenantKeyRows(t, c) {
+		if !bytes.Equal(before[id], w) {
+			t.Fatal("a failed rotation changed a wrapped tenant key")
 		}
 	}
 	if check, rotated, _ := c.KeyCheck(ctx); rotated || !bytes.Equal(check, oldKey.CheckValue()) {
@@ -209,30 +362,30 @@ func TestRotateKeys(t *testing.T) {
 	}
 
 	hookRan := false
-	got, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), func() { hookRan = true })
+	r = rotation(oldKey, newKey)
+	r.BeforeCommit = func() { hookRan = true }
+	got, err := c.RotateKeys(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != len(keys) || !hookRan {
-		t.Fatalf("rotated %d of %d keys (hook ran: %v)", got, len(keys), hookRan)
+	if got != len(tks) || !hookRan {
+		t.Fatalf("rotated %d of %d tenant keys (hook ran: %v)", got, len(tks), hookRan)
 	}
-	after = wrappedKeys(t, c)
-	if len(after) != len(keys) {
-		t.Fatalf("%d wrapped keys after the rotation, want %d", len(after), len(keys))
-	}
-	var tb []byte
-	if err := c.DB().QueryRow(`SELECT id FROM tenants`).Scan(&tb); err != nil {
-		t.Fatal(err)
-	}
-	var tenant ids.ID
-	copy(tenant[:], tb)
-	for id, w := range after {
-		dk, err := newKey.Unwrap(w, tenant, id)
-		if err != nil || dk != keys[id] {
-			t.Fatalf("version %s: the new key does not give its data key back: %v", id, err)
+	for id, w := range tenantKeyRows(t, c) {
+		raw, err := newKey.UnwrapTenantKey(id, w)
+		if err != nil {
+			t.Fatalf("tenant %s: the new key does not open its key: %v", id, err)
 		}
-		if _, err := oldKey.Unwrap(w, tenant, id); err == nil {
-			t.Fatalf("version %s still opens with the old key", id)
+		if k, _ := seal.TenantKeyFromBytes(id, raw); !bytes.Equal(k.CheckValue(), tks[id].CheckValue()) {
+			t.Fatalf("tenant %s has another key after the rotation", id)
+		}
+		if _, err := oldKey.UnwrapTenantKey(id, w); err == nil {
+			t.Fatalf("tenant %s's key still opens with the old master key", id)
+		}
+	}
+	for id, w := range wrappedKeys(t, c) {
+		if !bytes.Equal(dataKeys[id], w) {
+			t.Fatal("a rotation changed a data key")
 		}
 	}
 	check, rotated, err := c.KeyCheck(ctx)
@@ -293,9 +446,10 @@ func TestBackupCopy(t *testing.T) {
 	}
 }
 
-// BenchmarkRotate rotates b.N times the keys of a catalog of
-// VCON_ROTATE_N versions (default 100000), reporting the time per
-// rotation and the heap growth, which stays a page's worth whatever N is.
+// BenchmarkRotate rotates b.N times the master key of a catalog of
+// VCON_ROTATE_N versions (default 100000), moved under tenant keys first,
+// reporting the time per rotation and the heap growth. A rotation
+// re-wraps one key per tenant, whatever N is.
 func BenchmarkRotate(b *testing.B) {
 	n := 100000
 	if s := os.Getenv("VCON_ROTATE_N"); s != "" {
@@ -309,6 +463,7 @@ func BenchmarkRotate(b *testing.B) {
 	}
 	defer c.Close()
 	fill(b, c, keys[0], n)
+	moveAll(b, c, keys[0])
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -316,11 +471,12 @@ func BenchmarkRotate(b *testing.B) {
 	var peak uint64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		oldKey, newKey := keys[i%2], keys[(i+1)%2]
-		rotated, err := c.RotateKeys(ctx, newKey.CheckValue(), rewrapWith(oldKey, newKey), resealWith(oldKey, newKey), func() {
+		r := rotation(keys[i%2], keys[(i+1)%2])
+		r.BeforeCommit = func() {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapAlloc)
-		})
+		}
+		rotated, err := c.RotateKeys(ctx, r)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -330,6 +486,32 @@ func BenchmarkRotate(b *testing.B) {
 		b.ReportMetric(float64(rotated), "keys")
 	}
 	b.ReportMetric(float64(int64(peak)-int64(base))/(1<<20), "heapMiB")
+}
+
+// BenchmarkMoveKeys moves the data keys of a catalog of VCON_ROTATE_N
+// versions (default 100000) under tenant keys: the one-time cost of a
+// catalog made before them.
+func BenchmarkMoveKeys(b *testing.B) {
+	n := 100000
+	if s := os.Getenv("VCON_ROTATE_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	ctx := context.Background()
+	mk := masterKey(b, 1)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c, _, err := Create(ctx, b.TempDir(), mk.CheckValue())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fill(b, c, mk, n)
+		b.StartTimer()
+		_, pages := moveAll(b, c, mk)
+		b.StopTimer()
+		b.ReportMetric(float64(pages), "pages")
+		c.Close()
+		b.StartTimer()
+	}
 }
 
 // BenchmarkBackup copies a catalog of VCON_ROTATE_N versions (default

@@ -291,4 +291,17 @@ DROP INDEX versions_at;
 DROP INDEX versions_by_uuid;
 CREATE INDEX versions_by_uuid ON versions (tenant, uuid, id, stored_at);
 `,
+
+	// 11: a key per tenant (docs/FORMAT.md, "Keys"). A catalog made before
+	// has none: serve makes each tenant's and moves its data keys under it
+	// (archive.MoveToTenantKeys), its cursor in meta key_move.
+	`
+CREATE TABLE tenant_keys (
+	tenant    BLOB PRIMARY KEY,
+	wrapped   BLOB NOT NULL,
+	key_check BLOB NOT NULL,
+	kms_key   TEXT,
+	made_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }

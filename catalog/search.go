@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"strings"
 
@@ -85,41 +84,6 @@ func (tx *Tx) SearchProgress(tenant ids.ID, mode vocab.SearchMode, cursor ids.ID
 	}
 	n, _ := res.RowsAffected()
 	return n > 0, nil
-}
-
-// ResetSearchKeys drops every index built under another master key (a
-// rotation changed the index keys), so they are built again.
-func (c *Catalog) ResetSearchKeys(ctx context.Context, keyCheck []byte) (int, error) {
-	n := 0
-	err := c.Update(ctx, func(tx *Tx) error {
-		// Read whole before the first write: SQLite leaves undefined what
-		// a read still open sees of the rows its transaction changes.
-		var stale [][]byte
-		err := eachRow(tx.ctx, tx.tx, "search keys", func(r row) error {
-			var id, check []byte
-			if err := r.Scan(&id, &check); err != nil {
-				return err
-			}
-			if !bytes.Equal(check, keyCheck) {
-				stale = append(stale, id)
-			}
-			return nil
-		}, `SELECT id, search_key_check FROM tenants WHERE search <> 'off' AND (search_cursor IS NOT NULL OR search_built = 1)`)
-		if err != nil {
-			return err
-		}
-		for _, id := range stale {
-			if _, err := tx.exec(`DELETE FROM search_tokens WHERE tenant = ?`, id); err != nil {
-				return err
-			}
-			if _, err := tx.exec(`UPDATE tenants SET search_cursor = NULL, search_built = 0, search_key_check = NULL WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-		n = len(stale)
-		return nil
-	})
-	return n, err
 }
 
 // Search pages through a tenant's vCons whose current version has every

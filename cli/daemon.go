@@ -176,10 +176,8 @@ func (d *Daemon) openCatalogReplica(ctx context.Context, cfg *config.Config) err
 // repair makes what an older catalog lacks and finishes what a crash cut
 // off (archive.Archive.Recover), before the server answers.
 func (d *Daemon) repair(ctx context.Context) error {
-	if n, err := d.Cat.ResetSearchKeys(ctx, d.key.CheckValue()); err != nil {
+	if err := d.moveToTenantKeys(ctx); err != nil {
 		return err
-	} else if n > 0 {
-		d.Log.Info("search indexes made under another master key will be built again", "tenants", n)
 	}
 	// A catalog made before erasures has no receipt signing key yet.
 	if made, err := archive.EnsureSigningKey(ctx, d.Cat, d.key); err != nil {
@@ -200,6 +198,33 @@ func (d *Daemon) repair(ctx context.Context) error {
 			"pack_files_removed", rec.PackFiles,
 			"pack_files_adopted", rec.Adopted, "versions_repointed", rec.Repointed)
 	}
+	return nil
+}
+
+// moveToTenantKeys moves a catalog made before tenant keys under them
+// (docs/FORMAT.md, "Keys"), logging its progress every 5 seconds: once
+// per catalog, resumed where a cut stopped it.
+func (d *Daemon) moveToTenantKeys(ctx context.Context) error {
+	if done, err := d.Cat.KeysMoved(ctx); err != nil || done {
+		return err
+	}
+	total, err := d.Cat.CountWrappedKeys(ctx)
+	if err != nil {
+		return err
+	}
+	d.Log.Info("start-up: moving the data keys under a key per tenant; search indexes are built again afterwards", "keys", total)
+	moved, last := 0, time.Now()
+	n, err := archive.MoveToTenantKeys(ctx, d.Cat, d.key, func(k int) {
+		moved += k
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			d.Log.Info("start-up: moving the data keys under a key per tenant", "moved", moved, "keys", total)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("start-up: the move of the data keys under a key per tenant stopped after %d key(s), and resumes at the next start: %w", moved, err)
+	}
+	d.Log.Info("start-up: the data keys are under a key per tenant", "moved", n)
 	return nil
 }
 

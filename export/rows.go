@@ -65,7 +65,7 @@ func (x *run) process(ctx context.Context, j *job) {
 		if x.level == vocab.LevelNone {
 			continue
 		}
-		m, ok := x.inspect(it.row.Sealed, cur)
+		m, ok := x.inspect(ctx, it.row.Sealed, cur)
 		if !ok {
 			it.unread = true
 			continue
@@ -137,8 +137,8 @@ func readExactly(r io.Reader, n int64) ([]byte, error) {
 // body's metadata. Any failure (a damaged object, a body the inspector now
 // refuses) is reported as not ok, and counted as unread by the caller; the
 // reason is not kept, since it could quote the body.
-func (x *run) inspect(sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
-	m, err := x.opt.Archive.Inspect(bytes.NewReader(sealed), v, x.opt.MaxVconSize)
+func (x *run) inspect(ctx context.Context, sealed []byte, v catalog.Version) (*vcon.Meta, bool) {
+	m, err := x.opt.Archive.Inspect(ctx, bytes.NewReader(sealed), v, x.opt.MaxVconSize)
 	if err != nil {
 		return nil, false
 	}

@@ -40,7 +40,11 @@ func BenchmarkSearch(b *testing.B) {
 	}
 	a, tenant := benchArchive(b)
 	ctx := context.Background()
-	key := a.Key.IndexKey(tenant)
+	tk, err := a.TenantKey(ctx, tenant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := tk.IndexKey()
 	db := a.Cat.DB()
 	start := time.Now()
 	const batch = 20_000

@@ -15,7 +15,12 @@ const (
 	PurgeAfterCount     = "purge-after-count"     // storage's purge count raised, tombstone not written
 	PurgeAfterTombstone = "purge-after-tombstone" // tombstone written
 	PurgeAfterDelete    = "purge-after-delete"    // bytes deleted, purge not recorded done
-	RotateBeforeCommit  = "rotate-before-commit"  // every data key re-wrapped in the open transaction, not committed
+	RotateBeforeCommit  = "rotate-before-commit"  // every tenant key re-wrapped in the open transaction, not committed
+
+	// The move of an older catalog's data keys under tenant keys
+	// (docs/FORMAT.md, "Keys").
+	KeyMoveAfterKeys = "key-move-after-keys" // every tenant has its key, no data key moved
+	KeyMoveAfterPage = "key-move-after-page" // a page of data keys moved and the cursor committed, pages still to move
 
 	// Erasure (docs/erasure.md); between these two, the purge points above.
 	EraseAfterBatch  = "erase-after-batch"  // the erasure recorded, a batch of its vCons hidden and their keys destroyed, a batch still to take

@@ -7,8 +7,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
-	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/seal"
+	"github.com/vcon-server/vcon-server/search"
 	"github.com/vcon-server/vcon-server/vcon"
 )
 

@@ -17,7 +17,7 @@ func init() {
 	var newKey string
 	register(&command{
 		name:    "master-key rotate",
-		summary: "re-wrap every data key under a new master key in one transaction, server stopped; then set master_key to the new file",
+		summary: "re-wrap every tenant key under a new master key in one transaction, server stopped; then set master_key to the new file",
 		flags: func(fs *flag.FlagSet) {
 			newKey = ""
 			fs.StringVar(&newKey, "new", "", "the new master key file: 32 bytes, raw or base64, mode 0400 or 0600; under [kms], a file that does not exist is made, wrapped by the KMS")
@@ -50,7 +50,7 @@ func newMasterKey(e *env, cfg *config.Config, cat *catalog.Catalog, path string)
 	return mk, boundTo(cfg, wrapped, cat)
 }
 
-// runRotate moves every data key from the configured master key to the
+// runRotate moves every tenant key from the configured master key to the
 // new one, with the server stopped (invariant 8); the old key file is
 // never touched.
 func runRotate(e *env, newPath string) error {
@@ -73,7 +73,14 @@ func runRotate(e *env, newPath string) error {
 	if string(newMK.CheckValue()) == string(oldKey.CheckValue()) {
 		return fmt.Errorf("the new key file %s holds the same key as the current master key %s; make a new key file", abs, cfg.MasterKey)
 	}
-	prog, err := newProgress(e.stderr, "master-key rotate", "data keys re-wrapped", false, func() (int, error) { return cat.CountWrappedKeys(e.ctx) })
+	// A catalog made before tenant keys moves its data keys under them
+	// first (archive.MoveToTenantKeys): the one long part.
+	prog, err := newProgress(e.stderr, "master-key rotate", "data keys moved under tenant keys", false, func() (int, error) {
+		if moved, err := cat.KeysMoved(e.ctx); err != nil || moved {
+			return 0, err
+		}
+		return cat.CountWrappedKeys(e.ctx)
+	})
 	if err != nil {
 		return err
 	}
@@ -89,9 +96,9 @@ func runRotate(e *env, newPath string) error {
 			err = r.Rotate(e.ctx)
 		}
 		if err != nil {
-			return fmt.Errorf("rotated %d data key(s), but the replica still holds generations sealed under the old master key: %v; the server writes a whole generation under the new key when it starts", n, err)
+			return fmt.Errorf("rotated %d tenant key(s), but the replica still holds generations sealed under the old master key: %v; the server writes a whole generation under the new key when it starts", n, err)
 		}
 	}
-	fmt.Fprintf(e.stderr, "vcon-server: rotated %d data key(s); now set master_key = %q in %s: the server refuses the old key from now on; keep the old key file as long as you keep catalog backups taken before this rotation\n", n, abs, cfg.Path)
+	fmt.Fprintf(e.stderr, "vcon-server: rotated %d tenant key(s); now set master_key = %q in %s: the server refuses the old key from now on; keep the old key file as long as you keep catalog backups taken before this rotation\n", n, abs, cfg.Path)
 	return e.emit(map[string]any{"rotated": n, "new_key": abs})
 }

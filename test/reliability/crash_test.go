@@ -38,6 +38,8 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.PurgeAfterTombstone:  crashPurge,
 	crashpoint.PurgeAfterDelete:     crashPurge,
 	crashpoint.RotateBeforeCommit:   crashRotate,
+	crashpoint.KeyMoveAfterKeys:     crashKeyMove,
+	crashpoint.KeyMoveAfterPage:     crashKeyMove,
 	crashpoint.EraseAfterBatch:      crashErase,
 	crashpoint.EraseAfterKeys:       crashErase,
 	crashpoint.EraseAfterPurges:     crashErase,

@@ -79,20 +79,33 @@ func openTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey
 // and records it, unless another process recorded one first: the row
 // returned is the one that holds.
 func makeTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, tenant ids.ID) (catalog.TenantKey, error) {
-	raw, err := seal.NewTenantKeyBytes()
+	k, err := NewTenantKey(mk)(tenant)
 	if err != nil {
 		return catalog.TenantKey{}, err
 	}
-	defer clear(raw)
-	k, err := seal.TenantKeyFromBytes(tenant, raw)
-	if err != nil {
-		return catalog.TenantKey{}, err
+	return cat.AddTenantKey(ctx, k)
+}
+
+// NewTenantKey makes the row of a new tenant key wrapped under mk, for
+// catalog.Catalog.NewTenantKeyed: a tenant made by an operator has its
+// key from the start, so that its first store writes nothing more.
+func NewTenantKey(mk *seal.MasterKey) func(tenant ids.ID) (catalog.TenantKey, error) {
+	return func(tenant ids.ID) (catalog.TenantKey, error) {
+		raw, err := seal.NewTenantKeyBytes()
+		if err != nil {
+			return catalog.TenantKey{}, err
+		}
+		defer clear(raw)
+		k, err := seal.TenantKeyFromBytes(tenant, raw)
+		if err != nil {
+			return catalog.TenantKey{}, err
+		}
+		wrapped, err := mk.WrapTenantKey(tenant, raw)
+		if err != nil {
+			return catalog.TenantKey{}, err
+		}
+		return catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: k.CheckValue()}, nil
 	}
-	wrapped, err := mk.WrapTenantKey(tenant, raw)
-	if err != nil {
-		return catalog.TenantKey{}, err
-	}
-	return cat.AddTenantKey(ctx, catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: k.CheckValue()})
 }
 
 // dataKey unwraps the data key of v: under its tenant's key, or under the

@@ -1,5 +1,5 @@
 // Package catalog is the SQLite database that decides what exists: tenants,
-// keys, vCons, their versions with the wrapped data keys, pack files,
+// keys, tenant keys, vCons, their versions with the wrapped data keys, pack files,
 // manifests and the audit logs (docs/FORMAT.md, "The catalog decides").
 //
 // The file is opened in WAL mode with synchronous FULL (but for the
@@ -23,6 +23,7 @@
 //	scan.go          (every read of rows: eachRow, queryAll; the page size)     Indexes
 //	lock.go          (serve.lock beside the file)                               The data directory
 //	tenants.go       tenants                                                    The catalog
+//	tenantkeys.go    tenant_keys, versions.wrapped_key (the move), meta.key_move  Tenant keys
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog
 //	holds.go         vcons.held                                                 The catalog
@@ -38,7 +39,7 @@
 //	erasebatch.go    erase_todo, erased                                         Erasure
 //	signingkeys.go   signing_keys                                               The receipts' signing key
 //	webhooks.go      webhooks, webhook_events                                   Webhook outbox
-//	rotate.go        versions.wrapped_key, signing_keys, webhooks.secret, meta  Master-key rotation
+//	rotate.go        tenant_keys, signing_keys, webhooks.secret, meta           Master-key rotation
 //	replog.go        replica_log, replica_state (the change log)                Replica
 //	replogview.go    every table a replica carries (one consistent read)        Replica objects
 //	rebuild.go       every table (a catalog built from the replica)             Restore

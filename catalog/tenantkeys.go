@@ -42,21 +42,22 @@ func (c *Catalog) TenantKey(ctx context.Context, tenant ids.ID) (TenantKey, erro
 // another key (the master key's, before tenant keys) has it dropped in the
 // same transaction, so that it is built again under this one.
 func (c *Catalog) AddTenantKey(ctx context.Context, k TenantKey) (TenantKey, error) {
-	err := c.Update(ctx, func(tx *Tx) error {
-		res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now))
-		if err != nil {
-			return fmt.Errorf("catalog: add tenant key: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
-		}
-		return tx.resetSearchIfNot(k.Tenant, k.Check)
-	})
-	if err != nil {
+	if err := c.Update(ctx, func(tx *Tx) error { return tx.addTenantKey(k) }); err != nil {
 		return TenantKey{}, err
 	}
 	return c.TenantKey(ctx, k.Tenant)
+}
+
+func (tx *Tx) addTenantKey(k TenantKey) error {
+	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now))
+	if err != nil {
+		return fmt.Errorf("catalog: add tenant key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	return tx.resetSearchIfNot(k.Tenant, k.Check)
 }
 
 // resetSearchIfNot drops tenant's search index, tokens and progress, when

@@ -110,13 +110,29 @@ func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
 	return queryAll(ctx, c.db, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
 }
 
-// NewTenant creates a tenant and records it in the admin log.
+// NewTenant creates a tenant and records it in the admin log. Its key is
+// made at its first use (NewTenantKeyed makes it with the tenant).
 func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant, error) {
+	return c.NewTenantKeyed(ctx, name, by, nil)
+}
+
+// NewTenantKeyed creates a tenant, its key made by key (CPU only: it runs
+// inside the transaction), and records it in the admin log.
+func (c *Catalog) NewTenantKeyed(ctx context.Context, name string, by Actor, key func(tenant ids.ID) (TenantKey, error)) (Tenant, error) {
 	var t Tenant
 	err := c.Update(ctx, func(tx *Tx) error {
 		var err error
 		if t, err = tx.CreateTenant(name); err != nil {
 			return err
+		}
+		if key != nil {
+			k, err := key(t.ID)
+			if err != nil {
+				return err
+			}
+			if err := tx.addTenantKey(k); err != nil {
+				return err
+			}
 		}
 		return tx.record(by, &t.ID, "tenant_create", "", "")
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
@@ -83,12 +84,13 @@ func tenantCreate(e *env, _ *flag.FlagSet, args []string) error {
 	if err := server.ValidTenantName(args[0]); err != nil {
 		return err
 	}
-	_, cat, err := e.openCatalog()
+	// The tenant's key is made with it, wrapped under the master key.
+	_, mk, cat, err := e.keyed(nil)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	t, err := cat.NewTenant(e.ctx, args[0], catalog.CLI)
+	t, err := cat.NewTenantKeyed(e.ctx, args[0], catalog.CLI, archive.NewTenantKey(mk))
 	if errors.Is(err, catalog.ErrNameTaken) {
 		return fmt.Errorf("a tenant named %q already exists", args[0])
 	}

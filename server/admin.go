@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
@@ -71,7 +72,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	t, err := s.Cat.NewTenant(r.Context(), body.Name, by(r))
+	t, err := s.Cat.NewTenantKeyed(r.Context(), body.Name, by(r), archive.NewTenantKey(s.Archive.Key))
 	if errors.Is(err, catalog.ErrNameTaken) {
 		writeError(w, http.StatusConflict, "a tenant named "+body.Name+" already exists")
 		return

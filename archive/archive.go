@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/kms"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 )
@@ -23,8 +24,14 @@ type Config struct {
 	Objects objstore.Store
 	// Loc is where new objects go: catalog.InDir or catalog.InS3, matching
 	// Objects.
-	Loc              catalog.Location
-	Key              *seal.MasterKey
+	Loc catalog.Location
+	Key *seal.MasterKey
+	// TenantKMS makes the Wrapper of a tenant's own KMS key
+	// (kms.ForKey over [kms]); nil without [kms], where no tenant has one.
+	TenantKMS func(key string) (kms.Wrapper, error)
+	// KeyCache is how long a tenant key its own KMS key wraps stays
+	// unwrapped in memory (kms.key_cache; 300 s when zero).
+	KeyCache         time.Duration
 	MaxSize          int64
 	DefaultRetention time.Duration
 	Log              *slog.Logger

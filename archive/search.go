@@ -62,6 +62,10 @@ func (a *Archive) IndexBacklog(ctx context.Context, batch int) (int, error) {
 			return read, err
 		}
 		tk, err := a.TenantKey(ctx, s.Tenant)
+		var own *TenantKeyError
+		if errors.As(err, &own) {
+			continue // its own key is revoked or unreachable: the others go on
+		}
 		if err != nil {
 			return read, err
 		}

@@ -1,57 +1,184 @@
 package archive
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/kms"
 	"github.com/vcon-server/vcon-server/seal"
 )
 
-// Each tenant has a key of its own (docs/FORMAT.md, "Keys"): its row in
-// tenant_keys holds it wrapped, and a process unwraps it once, at its first
-// use, and keeps it in memory only.
+// Each tenant has a key of its own (docs/FORMAT.md, "Tenant keys"): its
+// row in tenant_keys holds it wrapped, under the master key or under a KMS
+// key of the tenant's own (docs/keys.md), and a process unwraps it at its
+// first use and keeps it in memory only, for KeyCache: a revocation, or a
+// change another process made, takes effect within it. A refusal is never
+// kept: the next request asks again.
 
-// tenantKeys are the tenant keys a process has unwrapped.
+// tenantKeys are the tenant keys a process has unwrapped, and the
+// unwrappings under way: one per tenant, which its other requests wait
+// for, while every other tenant goes on.
 type tenantKeys struct {
-	mu   sync.Mutex
-	keys map[ids.ID]*seal.TenantKey
+	mu       sync.Mutex
+	keys     map[ids.ID]cachedKey
+	flights  map[ids.ID]*keyFlight
+	failing  map[ids.ID]bool // tenants whose own key did not open at the last try
+	wrappers map[string]kms.Wrapper
 }
 
-func (t *tenantKeys) get(tenant ids.ID) *seal.TenantKey {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.keys[tenant]
+type cachedKey struct {
+	key   *seal.TenantKey
+	until time.Time
 }
 
-func (t *tenantKeys) put(k *seal.TenantKey) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.keys == nil {
-		t.keys = map[ids.ID]*seal.TenantKey{}
+type keyFlight struct {
+	done chan struct{}
+	key  cachedKey
+	err  error
+}
+
+// TenantKeyError is a tenant key that its tenant's own KMS key did not
+// unwrap: errors.Is(err, kms.ErrRefused) once the KMS refuses (the key
+// disabled, deleted or its grant removed), kms.ErrUnreachable while it
+// cannot be reached. Its text names the tenant's key, never the tenant.
+type TenantKeyError struct {
+	Key string // the tenant's KMS key, as tenant set-key named it
+	Err error
+}
+
+func (e *TenantKeyError) Error() string {
+	if errors.Is(e.Err, kms.ErrUnreachable) {
+		return fmt.Sprintf("this tenant's own key %q cannot be reached to open the tenant's data (%v); nothing was changed: retry later", e.Key, e.Err)
 	}
-	t.keys[k.Tenant()] = k
+	return fmt.Sprintf("this tenant's own key %q refused to open the tenant's data (%v); nothing was changed: the tenant must grant the server its use again (docs/keys.md)", e.Key, e.Err)
+}
+
+func (e *TenantKeyError) Unwrap() error { return e.Err }
+
+// TenantKeyContext is what a tenant key wrapped by a KMS key is bound to.
+func TenantKeyContext(catalogID, tenant ids.ID) kms.Context {
+	return kms.Context{"purpose": "vcon-server tenant key", "catalog": catalogID.String(), "tenant": tenant.String()}
 }
 
 // TenantKey returns tenant's key, making it when the tenant has none yet
-// (a tenant made since, or one of a catalog made before tenant keys).
+// (a tenant made by an older release, or by a test through the catalog).
 func (a *Archive) TenantKey(ctx context.Context, tenant ids.ID) (*seal.TenantKey, error) {
-	if k := a.tkeys.get(tenant); k != nil {
-		return k, nil
+	t := &a.tkeys
+	t.mu.Lock()
+	if c, ok := t.keys[tenant]; ok && time.Now().Before(c.until) {
+		t.mu.Unlock()
+		return c.key, nil
 	}
-	k, err := openTenantKey(ctx, a.Cat, a.Key, tenant)
+	f := t.flights[tenant]
+	if f == nil {
+		f = &keyFlight{done: make(chan struct{})}
+		if t.flights == nil {
+			t.flights = map[ids.ID]*keyFlight{}
+		}
+		t.flights[tenant] = f
+		t.mu.Unlock()
+		// The unwrapping outlives a request that gives up: the others
+		// waiting for it still want its answer. kms.Timeout bounds it.
+		f.key, f.err = a.unwrapTenantKey(context.WithoutCancel(ctx), tenant)
+		t.mu.Lock()
+		delete(t.flights, tenant)
+		var own *TenantKeyError
+		if t.failing == nil {
+			t.failing = map[ids.ID]bool{}
+		}
+		if errors.As(f.err, &own) {
+			t.failing[tenant] = true
+		} else {
+			delete(t.failing, tenant)
+		}
+		if f.err == nil {
+			if t.keys == nil {
+				t.keys = map[ids.ID]cachedKey{}
+			}
+			t.keys[tenant] = f.key
+		}
+		t.mu.Unlock()
+		close(f.done)
+	} else {
+		t.mu.Unlock()
+	}
+	select {
+	case <-f.done:
+		return f.key.key, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TenantKeysFailing counts the tenants whose own key did not open at the
+// last try (the server's metrics; never which).
+func (a *Archive) TenantKeysFailing() int {
+	a.tkeys.mu.Lock()
+	defer a.tkeys.mu.Unlock()
+	return len(a.tkeys.failing)
+}
+
+// ForgetTenantKey drops tenant's unwrapped key, so that its next use reads
+// its row again (tenant set-key run by this process).
+func (a *Archive) ForgetTenantKey(tenant ids.ID) {
+	a.tkeys.mu.Lock()
+	defer a.tkeys.mu.Unlock()
+	delete(a.tkeys.keys, tenant)
+}
+
+// unwrapTenantKey reads and unwraps tenant's key, made first if it has
+// none. Every key is read again after KeyCache, so that a key set or
+// destroyed by another process (tenant set-key, tenant delete) takes
+// effect within it.
+func (a *Archive) unwrapTenantKey(ctx context.Context, tenant ids.ID) (cachedKey, error) {
+	row, err := a.Cat.TenantKey(ctx, tenant)
+	if errors.Is(err, catalog.ErrNotFound) {
+		row, err = makeTenantKey(ctx, a.Cat, a.Key, tenant)
+	}
+	if err != nil {
+		return cachedKey{}, err
+	}
+	k, raw, err := a.unwrapRow(ctx, row)
+	clear(raw)
+	return cachedKey{key: k, until: time.Now().Add(a.keyCache())}, err
+}
+
+func (a *Archive) keyCache() time.Duration {
+	if a.KeyCache > 0 {
+		return a.KeyCache
+	}
+	return 300 * time.Second
+}
+
+// tenantWrapper is the Wrapper of a tenant's own KMS key, made once.
+func (a *Archive) tenantWrapper(key string) (kms.Wrapper, error) {
+	if a.TenantKMS == nil {
+		return nil, fmt.Errorf("a tenant's key is wrapped by its own KMS key %q, and the configuration has no [kms] table to reach it; restore the [kms] table (docs/keys.md)", key)
+	}
+	a.tkeys.mu.Lock()
+	defer a.tkeys.mu.Unlock()
+	if w := a.tkeys.wrappers[key]; w != nil {
+		return w, nil
+	}
+	w, err := a.TenantKMS(key)
 	if err != nil {
 		return nil, err
 	}
-	a.tkeys.put(k)
-	return k, nil
+	if a.tkeys.wrappers == nil {
+		a.tkeys.wrappers = map[string]kms.Wrapper{}
+	}
+	a.tkeys.wrappers[key] = w
+	return w, nil
 }
 
-// openTenantKey reads and unwraps tenant's key, made first if it has none.
+// openTenantKey reads and unwraps tenant's key under the master key, made
+// first if it has none: the move, which runs before a tenant can have a
+// key of its own.
 func openTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, tenant ids.ID) (*seal.TenantKey, error) {
 	row, err := cat.TenantKey(ctx, tenant)
 	if errors.Is(err, catalog.ErrNotFound) {
@@ -60,19 +187,10 @@ func openTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey
 	if err != nil {
 		return nil, err
 	}
-	raw, err := mk.UnwrapTenantKey(tenant, row.Wrapped)
-	if err != nil {
-		return nil, errors.Join(ErrDamaged, fmt.Errorf("a tenant's key does not open with the master key: %w", err))
-	}
-	defer clear(raw)
-	k, err := seal.TenantKeyFromBytes(tenant, raw)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.Equal(k.CheckValue(), row.Check) {
-		return nil, errors.Join(ErrDamaged, errors.New("a tenant's key does not match the check value of its row"))
-	}
-	return k, nil
+	a := &Archive{Config: Config{Cat: cat, Key: mk}}
+	k, raw, err := a.unwrapRow(ctx, row)
+	clear(raw)
+	return k, err
 }
 
 // makeTenantKey makes a new key for tenant, wrapped under the master key,

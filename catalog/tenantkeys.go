@@ -139,3 +139,25 @@ func (c *Catalog) MoveKeysPage(ctx context.Context, rewrap Rewrap) (int, bool, e
 	})
 	return n, done, err
 }
+
+// SetTenantKeyWrap records tenant's key wrapped anew, the same key: by
+// the tenant's own KMS key kmsKey, or under the master key when kmsKey is
+// empty (tenant set-key), with the change in both logs. ErrNotFound when
+// the tenant has no key; ErrChanged when its row changed since it was read
+// (was, the wrapped bytes the caller unwrapped).
+func (c *Catalog) SetTenantKeyWrap(ctx context.Context, tenant ids.ID, was, wrapped []byte, kmsKey string, by Actor) error {
+	return c.Update(ctx, func(tx *Tx) error {
+		res, err := tx.exec(`UPDATE tenant_keys SET wrapped = ?, kms_key = ? WHERE tenant = ? AND wrapped = ?`,
+			wrapped, nullString(kmsKey), tenant[:], was)
+		if err != nil {
+			return fmt.Errorf("catalog: set tenant key: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			if _, err := tx.Tenant(tenant); err != nil {
+				return err
+			}
+			return ErrChanged
+		}
+		return tx.record(by, &tenant, "tenant_set_key", "set_key", "")
+	})
+}

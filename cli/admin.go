@@ -120,7 +120,12 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
-		v, err := server.TenantShown(e.ctx, cat, t, webhookRules(e.opened))
+		// Without the master key: a key of the tenant's own is tried.
+		keys, err := archive.New(archive.Config{Cat: cat, TenantKMS: tenantKMS(e.opened)})
+		if err != nil {
+			return err
+		}
+		v, err := server.TenantShown(e.ctx, keys, t, webhookRules(e.opened))
 		if err != nil {
 			return err
 		}

@@ -121,6 +121,8 @@ func (d *Daemon) open(ctx context.Context, cfg *config.Config, opt Options) erro
 	}
 	d.reg = metrics.NewRegistry()
 	d.Metrics = server.NewMetrics(d.reg)
+	d.reg.NewGaugeFunc("vcon_tenant_keys_failing", "Tenants whose own KMS key refused or could not be reached at the last try (tenant show names the key).",
+		func() float64 { return float64(d.Archive.TenantKeysFailing()) })
 	d.Disk = newDiskMonitor(cfg, d.Log, d.reg)
 	d.Archive, err = openArchive(ctx, cfg, d.key, d.Cat, parts{
 		serve: true, log: d.Log, now: d.Cat.Now, purged: d.Metrics.Purged,

@@ -79,3 +79,12 @@ func runWrap(e *env) error {
 	fmt.Fprintf(e.stderr, "vcon-server: %s now holds the master key wrapped by %s; the raw key is at %s: once serve has started with the wrapped file, destroy it (shred -u %s) and every backup of it, since any copy of the raw key opens the archive without the KMS\n", cfg.MasterKey, w, rawCopy, rawCopy)
 	return e.emit(map[string]any{"master_key": cfg.MasterKey, "kms": w.String(), "raw_copy": rawCopy, "catalog_id": cat.ID.String()})
 }
+
+// tenantKMS reaches the tenants' own keys (docs/keys.md, "A tenant's own
+// key") with [kms]'s provider and credentials; nil without [kms].
+func tenantKMS(cfg *config.Config) func(key string) (kms.Wrapper, error) {
+	if cfg.KMS == nil {
+		return nil
+	}
+	return func(key string) (kms.Wrapper, error) { return kms.ForKey(cfg.KMS, key) }
+}

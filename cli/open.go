@@ -159,6 +159,9 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 	if p.replica != nil {
 		c.Replica = p.replica
 	}
+	if k := cfg.KMS; k != nil {
+		c.TenantKMS, c.KeyCache = tenantKMS(cfg), k.KeyCache
+	}
 	if pq := cfg.Storage.Parquet; pq != nil && p.serve {
 		c.Parquet = &archive.ParquetOptions{PackLimit: pq.PackLimit, ReaderGrace: pq.ReaderGrace, SpoolDir: objstore.SpoolDir(cfg.DataDir)}
 	}

@@ -99,7 +99,7 @@ func (s *Server) showTenant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := TenantShown(r.Context(), s.Cat, t, s.Webhooks)
+	v, err := TenantShown(r.Context(), s.Archive, t, s.Webhooks)
 	if err != nil {
 		s.internal(w, r, err)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/kms"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -18,7 +19,12 @@ func statusOf(err error) (int, string) {
 	var invalid *vcon.InvalidError
 	var tooBig *http.MaxBytesError
 	var tooMany *catalog.TooManyError
+	var ownKey *archive.TenantKeyError
 	switch {
+	case errors.As(err, &ownKey) && errors.Is(err, kms.ErrRefused):
+		return http.StatusForbidden, ownKey.Error()
+	case errors.As(err, &ownKey):
+		return http.StatusServiceUnavailable, ownKey.Error()
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, "not a vCon this server can keep: " + invalid.Reason
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -260,7 +260,16 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 		}
 		return s.insufficientStorage(w)
 	}
-	if status >= 500 {
+	var ownKey *archive.TenantKeyError
+	switch {
+	case errors.As(err, &ownKey):
+		// The tenant's doing, told to the tenant: the log names neither
+		// the tenant nor its key (docs/keys-and-audit.md).
+		s.Log.Warn("request refused: a tenant's own key does not open", "route", r.Pattern, "status", status)
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+	case status >= 500:
 		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
 	}
 	deleteNoSpace(w, err)

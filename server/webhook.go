@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/webhook"
 )
@@ -78,13 +79,19 @@ type TenantWebhookJSON struct {
 // null when it has none.
 type TenantShownJSON struct {
 	TenantJSON
-	Webhook *TenantWebhookJSON `json:"webhook"`
+	Webhook *TenantWebhookJSON     `json:"webhook"`
+	Key     archive.TenantKeyState `json:"key"`
 }
 
 // TenantShown reads t's webhook and returns t as one tenant is shown,
-// its webhook's URL judged by rules.
-func TenantShown(ctx context.Context, cat *catalog.Catalog, t catalog.Tenant, rules webhook.Rules) (TenantShownJSON, error) {
+// its webhook's URL judged by rules, its key tried by keys.
+func TenantShown(ctx context.Context, keys *archive.Archive, t catalog.Tenant, rules webhook.Rules) (TenantShownJSON, error) {
+	cat := keys.Cat
 	v := TenantShownJSON{TenantJSON: TenantView(t)}
+	var err error
+	if v.Key, err = keys.KeyState(ctx, t.ID); err != nil {
+		return v, err
+	}
 	w, err := cat.Webhook(ctx, t.ID)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"time"
 	"slices"
 	"strings"
 )
@@ -12,6 +13,10 @@ import (
 // one Provider names.
 type KMS struct {
 	Provider string // "vault", "awskms" or "command"
+	// KeyCache is how long a tenant key that a KMS key of the tenant's
+	// own wraps stays unwrapped in memory (kms.key_cache, whole seconds,
+	// at least 1; 300 unless set): the longest a revocation waits.
+	KeyCache time.Duration
 	Vault    *Vault
 	AWSKMS   *AWSKMS
 	Command  *Command
@@ -47,6 +52,7 @@ var kmsProviders = []string{"vault", "awskms", "command"}
 
 type rawKMS struct {
 	Provider any `toml:"provider"`
+	KeyCache any `toml:"key_cache"`
 	Vault    struct {
 		Address   any `toml:"address"`
 		Mount     any `toml:"mount"`
@@ -94,7 +100,10 @@ func (b *builder) kms(raw *rawConfig, defined func(key ...string) bool) {
 		b.fail(`kms.provider = %q needs a [kms.%s] table (docs/keys.md)`, p, p)
 		return
 	}
-	k := &KMS{Provider: p}
+	k := &KMS{Provider: p, KeyCache: 300 * time.Second}
+	if r.KeyCache != nil {
+		k.KeyCache = b.seconds("kms.key_cache", r.KeyCache, false)
+	}
 	switch p {
 	case "vault":
 		v := r.Vault

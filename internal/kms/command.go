@@ -17,6 +17,7 @@ import (
 type command struct {
 	wrap, unwrap []string
 	name         string
+	key          string // a tenant's own key (ForKey), given as VCON_KMS_KEY; "" for the master key's
 }
 
 // exitRefused is the exit status by which a program says the KMS refused.
@@ -82,6 +83,9 @@ func (w *command) run(ctx context.Context, argv []string, op string, input []byt
 	// credentials (AWS_SECRET_ACCESS_KEY, VAULT_TOKEN) that are none of
 	// the program's business.
 	cmd.Env = []string{"VCON_KMS_OP=" + op, "VCON_KMS_CONTEXT=" + string(encoded)}
+	if w.key != "" {
+		cmd.Env = append(cmd.Env, "VCON_KMS_KEY="+w.key)
+	}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)

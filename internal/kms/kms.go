@@ -63,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -117,6 +118,49 @@ func New(cfg *config.KMS) (Wrapper, error) {
 		return newCommand(cfg.Command)
 	}
 	return nil, fmt.Errorf("kms: provider %q without its [kms.%s] table", cfg.Provider, cfg.Provider)
+}
+
+// ForKey makes the Wrapper of cfg's provider and credentials for another
+// key of the same service: a tenant's own key (docs/keys.md), a transit
+// key's name for Vault, a key id, ARN or alias for AWS KMS, and for a
+// command the value of VCON_KMS_KEY in its environment.
+func ForKey(cfg *config.KMS, key string) (Wrapper, error) {
+	if err := ValidKey(cfg, key); err != nil {
+		return nil, err
+	}
+	c := *cfg
+	switch {
+	case c.Vault != nil:
+		v := *c.Vault
+		v.Key, c.Vault = key, &v
+	case c.AWSKMS != nil:
+		a := *c.AWSKMS
+		a.KeyID, c.AWSKMS = key, &a
+	case c.Command != nil:
+		w, err := newCommand(c.Command)
+		if err != nil {
+			return nil, err
+		}
+		w.key = key
+		w.name += fmt.Sprintf(" for key %q", key)
+		return w, nil
+	}
+	return New(&c)
+}
+
+// ValidKey refuses a key name that cannot go into the provider's URL
+// paths, headers or environment as it is.
+func ValidKey(cfg *config.KMS, key string) error {
+	bad := func(r rune) bool { return r <= ' ' || r == 0x7f }
+	if cfg.Provider == "vault" {
+		bad = func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.", r))
+		}
+	}
+	if key == "" || len(key) > 256 || strings.ContainsFunc(key, bad) {
+		return fmt.Errorf("kms: %q is not a %s key name: at most 256 characters, letters, digits and - _ . for vault, no white space or control characters otherwise", key, cfg.Provider)
+	}
+	return nil
 }
 
 // canonical is the encoding of c the package comment describes.

@@ -142,6 +142,23 @@ func (g *Gauge) write(w io.Writer, name string) {
 	}
 }
 
+// gaugeFunc is a gauge without labels whose value is read as it is
+// written: a count the process already keeps, never stale.
+type gaugeFunc struct {
+	text string
+	f    func() float64
+}
+
+// NewGaugeFunc registers a gauge without labels whose value f gives at
+// each scrape; f must be quick.
+func (r *Registry) NewGaugeFunc(name, help string, f func() float64) {
+	r.add(name, &gaugeFunc{text: help, f: f})
+}
+
+func (g *gaugeFunc) help() (string, string) { return g.text, "gauge" }
+
+func (g *gaugeFunc) write(w io.Writer, name string) { fmt.Fprintf(w, "%s %s\n", name, num(g.f())) }
+
 func (c *Counter) help() (string, string) { return c.text, "counter" }
 
 func (c *Counter) write(w io.Writer, name string) {

@@ -2,9 +2,9 @@ package config
 
 import (
 	"path/filepath"
-	"time"
 	"slices"
 	"strings"
+	"time"
 )
 
 // KMS is the [kms] table: the key service that wraps the master key, so

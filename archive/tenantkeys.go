@@ -53,9 +53,9 @@ type TenantKeyError struct {
 
 func (e *TenantKeyError) Error() string {
 	if errors.Is(e.Err, kms.ErrUnreachable) {
-		return fmt.Sprintf("this tenant's own key %q cannot be reached to open the tenant's data (%v); nothing was changed: retry later", e.Key, e.Err)
+		return fmt.Sprintf("this tenant's own key %q cannot be reached to open the tenant's data, so nothing was done; retry later; the key service said: %v", e.Key, e.Err)
 	}
-	return fmt.Sprintf("this tenant's own key %q refused to open the tenant's data (%v); nothing was changed: the tenant must grant the server its use again (docs/keys.md)", e.Key, e.Err)
+	return fmt.Sprintf("this tenant's own key %q refused to open the tenant's data, so nothing was done; the tenant must grant the server its use again (docs/keys.md); the key service said: %v", e.Key, e.Err)
 }
 
 func (e *TenantKeyError) Unwrap() error { return e.Err }

@@ -143,7 +143,8 @@ func runPage(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) {
 }
 
 // handOverKMS starts the key service a page reaches as kms.example.com:
-// local-kms, which speaks AWS KMS's API, with a key made for the page.
+// local-kms, which speaks AWS KMS's API, with a key made for the page and
+// one for a tenant's own.
 func handOverKMS(t *testing.T) *docrun.KMS {
 	a := kmstest.StartLocalKMS(t)
 	secret, err := os.ReadFile(a.SecretFile)
@@ -151,7 +152,7 @@ func handOverKMS(t *testing.T) *docrun.KMS {
 		t.Fatal(err)
 	}
 	return &docrun.KMS{Endpoint: a.Endpoint, CAPEM: a.CAPEM, Region: a.Region, AccessKeyID: a.AccessKeyID,
-		Secret: strings.TrimSpace(string(secret)), KeyID: a.KeyID}
+		Secret: strings.TrimSpace(string(secret)), KeyID: a.KeyID, TenantKeyID: a.CreateKey(t)}
 }
 
 // need fails the test in CI, where every page must run, and skips it

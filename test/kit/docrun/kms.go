@@ -19,11 +19,13 @@ type KMS struct {
 	AccessKeyID string
 	Secret      string
 	KeyID       string
+	TenantKeyID string // a key of the service made for a tenant's own (tenant set-key)
 }
 
 // handOverKMS puts in the home folder what the page's operator is given:
 // kms-ca.pem, kms.secret (the secret key of the access key) and
-// kms-key-id; the page names the service kms.example.com:4443.
+// kms-key-id, and tenant-kms-key-id, the key a tenant's administrator
+// made for its own; the page names the service kms.example.com:4443.
 func (e *Env) handOverKMS(k *KMS) error {
 	u, err := url.Parse(k.Endpoint)
 	if err != nil {
@@ -33,9 +35,10 @@ func (e *Env) handOverKMS(k *KMS) error {
 		return fmt.Errorf("docrun: the KMS endpoint %q has no port", k.Endpoint)
 	}
 	for name, data := range map[string][]byte{
-		"kms-ca.pem": k.CAPEM,
-		"kms.secret": []byte(k.Secret + "\n"),
-		"kms-key-id": []byte(k.KeyID + "\n"),
+		"kms-ca.pem":        k.CAPEM,
+		"kms.secret":        []byte(k.Secret + "\n"),
+		"kms-key-id":        []byte(k.KeyID + "\n"),
+		"tenant-kms-key-id": []byte(k.TenantKeyID + "\n"),
 	} {
 		if err := os.WriteFile(filepath.Join(e.Home, name), data, 0o600); err != nil {
 			return err

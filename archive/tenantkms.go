@@ -14,7 +14,8 @@ import (
 
 // SetTenantKMSKey wraps tenant's key anew (docs/keys.md, "A tenant's own
 // key"): by its own KMS key kmsKey, or under the master key when kmsKey is
-// empty. The key stays the same, so nothing else changes: no data key, no
+// empty, even by the key that wraps it now (a fresh wrapping, recorded as
+// any other). The key stays the same, so nothing else changes: no data key, no
 // index. The new wrapping is unwrapped again before it is written, so a
 // key the server may encrypt with but not decrypt with is refused while
 // the old wrapping still holds. A running server takes it within its
@@ -27,9 +28,6 @@ func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey str
 	}
 	if err != nil {
 		return err
-	}
-	if row.KMSKey == kmsKey {
-		return nil
 	}
 	_, raw, err := a.unwrapRow(ctx, row)
 	if err != nil {

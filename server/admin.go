@@ -237,3 +237,37 @@ func (s *Server) setSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, TenantView(t))
 }
+
+// setKey wraps a tenant's key with a KMS key of the tenant's own, or
+// under the master key again when kms_key is empty, as tenant set-key does
+// (docs/keys.md).
+func (s *Server) setKey(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.adminTenant(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		KMSKey *string `json:"kms_key"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if body.KMSKey == nil {
+		writeError(w, http.StatusBadRequest, `the body needs "kms_key": the tenant's own key in the key service, or "" for the master key`)
+		return
+	}
+	if *body.KMSKey != "" && s.Archive.TenantKMS == nil {
+		writeError(w, http.StatusConflict, "the server's configuration has no [kms] table, so a tenant cannot have a key of its own (docs/keys.md)")
+		return
+	}
+	if err := s.Archive.SetTenantKMSKey(r.Context(), t.ID, *body.KMSKey, by(r)); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	st, err := s.Archive.KeyState(r.Context(), t.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": t.ID.String(), "key": st})
+}

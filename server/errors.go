@@ -20,7 +20,10 @@ func statusOf(err error) (int, string) {
 	var tooBig *http.MaxBytesError
 	var tooMany *catalog.TooManyError
 	var ownKey *archive.TenantKeyError
+	var keyName *kms.KeyNameError
 	switch {
+	case errors.As(err, &keyName):
+		return http.StatusBadRequest, keyName.Error()
 	case errors.As(err, &ownKey) && errors.Is(err, kms.ErrRefused):
 		return http.StatusForbidden, ownKey.Error()
 	case errors.As(err, &ownKey):

@@ -99,6 +99,7 @@ func (s *Server) routes() []route {
 		operator("PUT /admin/tenants/{id}/metadata", catalog.ScopeTenants, s.setMetadata),
 		operator("PUT /admin/tenants/{id}/retention", catalog.ScopeTenants, s.setRetention),
 		operator("PUT /admin/tenants/{id}/search", catalog.ScopeTenants, s.setSearch),
+		operator("PUT /admin/tenants/{id}/key", catalog.ScopeTenants, s.setKey),
 		operator("PUT /admin/tenants/{id}/webhook", catalog.ScopeWebhooks, s.setWebhook),
 		operator("GET /admin/tenants/{id}/holds", catalog.ScopeHolds, s.listHolds),
 		operator("PUT /admin/tenants/{id}/holds/{uuid}", catalog.ScopeHolds, s.hold(true)),

@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestKMS: each provider's table read whole, relative files taken from the
@@ -20,7 +21,7 @@ token_file = "vault-token"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &KMS{Provider: "vault", Vault: &Vault{Address: "https://vault.example.com:8200", Mount: "transit",
+	want := &KMS{Provider: "vault", KeyCache: 300 * time.Second, Vault: &Vault{Address: "https://vault.example.com:8200", Mount: "transit",
 		Key: "vcon-server", TokenFile: "/etc/vcon-server/vault-token"}}
 	if !reflect.DeepEqual(c.KMS, want) {
 		t.Errorf("vault: %+v, want %+v", c.KMS.Vault, want.Vault)
@@ -28,13 +29,14 @@ token_file = "vault-token"
 	c, err = Parse([]byte(`
 [kms]
 provider = "awskms"
+key_cache = 5
 [kms.awskms]
 region = "eu-west-1"
 key_id = "alias/vcon-server"
 access_key_id = "AKIDEXAMPLE"
 secret_access_key_file = "/etc/vcon-server/kms-secret"
 `), path)
-	if err != nil || c.KMS.AWSKMS == nil || c.KMS.AWSKMS.KeyID != "alias/vcon-server" || c.KMS.AWSKMS.Endpoint != "" {
+	if err != nil || c.KMS.AWSKMS == nil || c.KMS.AWSKMS.KeyID != "alias/vcon-server" || c.KMS.AWSKMS.Endpoint != "" || c.KMS.KeyCache != 5*time.Second {
 		t.Errorf("awskms: %+v %v", c.KMS, err)
 	}
 	c, err = Parse([]byte("[kms]\nprovider = \"command\"\n[kms.command]\nwrap = [\"/usr/local/bin/hsm\", \"wrap\"]\nunwrap = [\"/usr/local/bin/hsm\", \"unwrap\"]\n"), path)
@@ -47,13 +49,15 @@ secret_access_key_file = "/etc/vcon-server/kms-secret"
 
 	vault := "[kms]\nprovider = \"vault\"\n[kms.vault]\nkey = \"k\"\ntoken_file = \"t\"\n"
 	for file, want := range map[string]string{
-		"[kms]\n":                                                    `configuration: kms.provider must be set`,
-		"[kms]\nprovider = \"gcp\"\n":                                `configuration: kms.provider must be one of "vault", "awskms" or "command", not "gcp"`,
-		"[kms]\nprovider = \"vault\"\n":                              `configuration: kms.provider = "vault" needs a [kms.vault] table (docs/keys.md)`,
-		"[kms.vault]\naddress = \"https://v\"\n":                     `configuration: kms.provider must be set`,
-		vault + "address = \"http://127.0.0.1:8200\"\n":              `configuration: kms.vault.address must be an https:// URL, not "http://127.0.0.1:8200": the KMS answers with the master key, which only TLS keeps from the network`,
-		vault + "address = \"https://v/v1\"\n":                       `configuration: kms.vault.address must name only the service, such as "https://kms.example.com:8200", not "https://v/v1"`,
-		vault + "address = \"https://v\"\n[kms.command]\nwrap = 1\n": `configuration: [kms.command] is set but kms.provider is "vault"; remove the table or set provider = "command"`,
+		"[kms]\n":                     `configuration: kms.provider must be set`,
+		"[kms]\nprovider = \"gcp\"\n": `configuration: kms.provider must be one of "vault", "awskms" or "command", not "gcp"`,
+		"[kms]\nprovider = \"vault\"\nkey_cache = 0\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n":   `configuration: kms.key_cache must be more than 0`,
+		"[kms]\nprovider = \"vault\"\nkey_cache = 1.5\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n": `configuration: kms.key_cache must be a whole number of seconds, not 1.5`,
+		"[kms]\nprovider = \"vault\"\n":                                                                                               `configuration: kms.provider = "vault" needs a [kms.vault] table (docs/keys.md)`,
+		"[kms.vault]\naddress = \"https://v\"\n":                                                                                      `configuration: kms.provider must be set`,
+		vault + "address = \"http://127.0.0.1:8200\"\n":                                                                               `configuration: kms.vault.address must be an https:// URL, not "http://127.0.0.1:8200": the KMS answers with the master key, which only TLS keeps from the network`,
+		vault + "address = \"https://v/v1\"\n":                                                                                        `configuration: kms.vault.address must name only the service, such as "https://kms.example.com:8200", not "https://v/v1"`,
+		vault + "address = \"https://v\"\n[kms.command]\nwrap = 1\n":                                                                  `configuration: [kms.command] is set but kms.provider is "vault"; remove the table or set provider = "command"`,
 		"[kms]\nprovider = \"vault\"\n[kms.vault]\naddress = \"https://v\"\nkey = \"a b\"\ntoken_file = \"t\"\n":                      `configuration: kms.vault.key may hold only letters, digits and - _ . /, not "a b"`,
 		"[kms]\nprovider = \"vault\"\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\n":                                            `configuration: kms.vault.token_file must be set`,
 		"[kms]\nprovider = \"command\"\n[kms.command]\nwrap = [\"hsm\"]\nunwrap = [\"/bin/hsm\"]\n":                                   `configuration: kms.command.wrap[0] must be the program's absolute path, not "hsm"`,

@@ -158,10 +158,16 @@ func ValidKey(cfg *config.KMS, key string) error {
 		}
 	}
 	if key == "" || len(key) > 256 || strings.ContainsFunc(key, bad) {
-		return fmt.Errorf("kms: %q is not a %s key name: at most 256 characters, letters, digits and - _ . for vault, no white space or control characters otherwise", key, cfg.Provider)
+		return &KeyNameError{fmt.Sprintf("%q is not a %s key name: at most 256 characters, letters, digits and - _ . for vault, no white space or control characters otherwise", key, cfg.Provider)}
 	}
 	return nil
 }
+
+// KeyNameError is ValidKey's refusal: the caller's mistake, never the
+// service's.
+type KeyNameError struct{ msg string }
+
+func (e *KeyNameError) Error() string { return e.msg }
 
 // canonical is the encoding of c the package comment describes.
 func canonical(c Context) ([]byte, error) {

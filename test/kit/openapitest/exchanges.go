@@ -244,6 +244,7 @@ func replicaBehind(r *runner, writer, deleter, ops, tenant string) {
 		r.expect(503, "a metadata setting while the replica is behind", true, "PUT", at+"/metadata", ops, []byte(`{"metadata":"form"}`), js...),
 		r.expect(503, "a retention setting while the replica is behind", true, "PUT", at+"/retention", ops, []byte(`{"retention":"365d"}`), js...),
 		r.expect(503, "a search setting while the replica is behind", true, "PUT", at+"/search", ops, []byte(`{"search":"off"}`), js...),
+		r.expect(503, "a key setting while the replica is behind", true, "PUT", at+"/key", ops, []byte(`{"kms_key":""}`), js...),
 		r.expect(503, "a webhook setting while the replica is behind", true, "PUT", at+"/webhook", ops, []byte(`{"url":"off"}`), js...),
 		r.expect(503, "a hold while the replica is behind", true, "PUT", at+"/holds/"+u, ops, nil),
 		r.expect(503, "a release while the replica is behind", true, "DELETE", at+"/holds/"+u, ops, nil),
@@ -363,6 +364,7 @@ func admin(r *runner, ops, tenant string) {
 		{"retention", `{"retention":"365d"}`, `{"retention":"1y"}`},
 		{"retention", `{"retention":null}`, `{"retention":7}`},
 		{"search", `{"search":"off"}`, `{"search":"all"}`},
+		{"key", `{"kms_key":""}`, `{"key":"k"}`},
 		{"webhook", `{"url":"https://hooks.example.com/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`, `{"url":"http://192.0.2.1/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`},
 		{"webhook", `{"url":"off"}`, `{"url":"https://hooks.example.com/hook","secret":"whsec_short"}`},
 	} {
@@ -373,6 +375,8 @@ func admin(r *runner, ops, tenant string) {
 		r.expect(400, "a bad "+c.route+" setting", false, "PUT", at+"/"+c.route, ops, []byte(c.bad), js...)
 		r.expect(404, "a "+c.route+" setting of a tenant never made", true, "PUT", missing+"/"+c.route, ops, []byte(c.good), js...)
 	}
+
+	r.expect(409, "a tenant's own key on a server without [kms]", true, "PUT", at+"/key", ops, []byte(`{"kms_key":"acme-key"}`), js...)
 
 	held := ids.NewRandom().String()
 	r.expect(200, "a hold", true, "PUT", at+"/holds/"+held, ops, nil)

@@ -204,25 +204,71 @@ func makeTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey
 	return cat.AddTenantKey(ctx, k)
 }
 
-// NewTenantKey makes the row of a new tenant key wrapped under mk, for
-// catalog.Catalog.NewTenantKeyed: a tenant made by an operator has its
-// key from the start, so that its first store writes nothing more.
+// NewTenantKey makes the row of a new tenant key wrapped under mk.
 func NewTenantKey(mk *seal.MasterKey) func(tenant ids.ID) (catalog.TenantKey, error) {
 	return func(tenant ids.ID) (catalog.TenantKey, error) {
-		raw, err := seal.NewTenantKeyBytes()
-		if err != nil {
-			return catalog.TenantKey{}, err
-		}
-		defer clear(raw)
-		k, err := seal.TenantKeyFromBytes(tenant, raw)
-		if err != nil {
-			return catalog.TenantKey{}, err
-		}
-		wrapped, err := mk.WrapTenantKey(tenant, raw)
-		if err != nil {
-			return catalog.TenantKey{}, err
-		}
-		return catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: k.CheckValue()}, nil
+		return newTenantKey(tenant, func(raw []byte) ([]byte, string, error) {
+			w, err := mk.WrapTenantKey(tenant, raw)
+			return w, "", err
+		})
+	}
+}
+
+// newTenantKey makes a key for tenant and its row, wrapped by wrap, which
+// also names the KMS key that wraps it ("" for the master key).
+func newTenantKey(tenant ids.ID, wrap func(raw []byte) ([]byte, string, error)) (catalog.TenantKey, error) {
+	raw, err := seal.NewTenantKeyBytes()
+	if err != nil {
+		return catalog.TenantKey{}, err
+	}
+	defer clear(raw)
+	k, err := seal.TenantKeyFromBytes(tenant, raw)
+	if err != nil {
+		return catalog.TenantKey{}, err
+	}
+	wrapped, kmsKey, err := wrap(raw)
+	if err != nil {
+		return catalog.TenantKey{}, err
+	}
+	return catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: k.CheckValue(), KMSKey: kmsKey}, nil
+}
+
+// NewTenant creates a tenant with its key (docs/keys.md): with a KeyAdmin,
+// under a key made for it in the key service, which a tenant delete
+// deletes; else under the master key. The key service is asked before the
+// catalog's transaction, never inside it; a key made for a tenant that
+// is then refused (its name taken) is deleted again.
+func (a *Archive) NewTenant(ctx context.Context, name string, by catalog.Actor) (catalog.Tenant, error) {
+	id := ids.NewRandom()
+	k, err := NewTenantKey(a.Key)(id)
+	if a.KeyAdmin != nil {
+		k, err = newTenantKey(id, func(raw []byte) ([]byte, string, error) {
+			key, err := a.KeyAdmin.NewKey(ctx, "vcon-server-tenant-"+id.String())
+			if err != nil {
+				return nil, "", fmt.Errorf("the key service did not make the new tenant's key, so no tenant was made: %w; grant the credentials of [kms] the making of keys, or set kms.tenant_keys = \"master\" (docs/keys.md)", err)
+			}
+			wrapped, err := a.wrapOwn(ctx, id, key, raw)
+			if err != nil {
+				a.dropKMSKey(ctx, key)
+			}
+			return wrapped, key, err
+		})
+	}
+	if err != nil {
+		return catalog.Tenant{}, err
+	}
+	t, err := a.Cat.NewTenantKeyed(ctx, name, by, k)
+	if err != nil && k.KMSKey != "" {
+		a.dropKMSKey(ctx, k.KMSKey)
+	}
+	return t, err
+}
+
+// dropKMSKey deletes a key made for a tenant that was not made, logging
+// (without the key's name) a deletion that failed.
+func (a *Archive) dropKMSKey(ctx context.Context, key string) {
+	if err := a.KeyAdmin.DeleteKey(context.WithoutCancel(ctx), key); err != nil {
+		a.logError("tenant create: deleting the key made for a tenant that was not made", errors.New("the key service refused or could not be reached"))
 	}
 }
 

@@ -26,8 +26,10 @@ type Tenant struct {
 var ErrNameTaken = errors.New("catalog: a tenant already has that name")
 
 // CreateTenant inserts a tenant with a new random id.
-func (tx *Tx) CreateTenant(name string) (Tenant, error) {
-	t := Tenant{ID: ids.NewRandom(), Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff}
+func (tx *Tx) CreateTenant(name string) (Tenant, error) { return tx.createTenant(ids.NewRandom(), name) }
+
+func (tx *Tx) createTenant(id ids.ID, name string) (Tenant, error) {
+	t := Tenant{ID: id, Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff}
 	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, string(t.Metadata), nanos(t.CreatedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return Tenant{}, ErrNameTaken
@@ -113,26 +115,28 @@ func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
 // NewTenant creates a tenant and records it in the admin log. Its key is
 // made at its first use (NewTenantKeyed makes it with the tenant).
 func (c *Catalog) NewTenant(ctx context.Context, name string, by Actor) (Tenant, error) {
-	return c.NewTenantKeyed(ctx, name, by, nil)
-}
-
-// NewTenantKeyed creates a tenant, its key made by key (CPU only: it runs
-// inside the transaction), and records it in the admin log.
-func (c *Catalog) NewTenantKeyed(ctx context.Context, name string, by Actor, key func(tenant ids.ID) (TenantKey, error)) (Tenant, error) {
 	var t Tenant
 	err := c.Update(ctx, func(tx *Tx) error {
 		var err error
 		if t, err = tx.CreateTenant(name); err != nil {
 			return err
 		}
-		if key != nil {
-			k, err := key(t.ID)
-			if err != nil {
-				return err
-			}
-			if err := tx.addTenantKey(k); err != nil {
-				return err
-			}
+		return tx.record(by, &t.ID, "tenant_create", "", "")
+	})
+	return t, err
+}
+
+// NewTenantKeyed creates the tenant k.Tenant with its key k, and records
+// it in the admin log.
+func (c *Catalog) NewTenantKeyed(ctx context.Context, name string, by Actor, k TenantKey) (Tenant, error) {
+	var t Tenant
+	err := c.Update(ctx, func(tx *Tx) error {
+		var err error
+		if t, err = tx.createTenant(k.Tenant, name); err != nil {
+			return err
+		}
+		if err := tx.addTenantKey(k); err != nil {
+			return err
 		}
 		return tx.record(by, &t.ID, "tenant_create", "", "")
 	})

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
@@ -84,13 +83,17 @@ func tenantCreate(e *env, _ *flag.FlagSet, args []string) error {
 	if err := server.ValidTenantName(args[0]); err != nil {
 		return err
 	}
-	// The tenant's key is made with it, wrapped under the master key.
-	_, mk, cat, err := e.keyed(nil)
+	// The tenant's key is made with it (archive.Archive.NewTenant).
+	cfg, mk, cat, err := e.keyed(nil)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	t, err := cat.NewTenantKeyed(e.ctx, args[0], catalog.CLI, archive.NewTenantKey(mk))
+	a, err := keyArchive(cfg, mk, cat)
+	if err != nil {
+		return err
+	}
+	t, err := a.NewTenant(e.ctx, args[0], catalog.CLI)
 	if errors.Is(err, catalog.ErrNameTaken) {
 		return fmt.Errorf("a tenant named %q already exists", args[0])
 	}
@@ -121,7 +124,7 @@ func tenantList(e *env, _ *flag.FlagSet, _ []string) error {
 func tenantShow(e *env, _ *flag.FlagSet, args []string) error {
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
 		// Without the master key: a key of the tenant's own is tried.
-		keys, err := archive.New(archive.Config{Cat: cat, TenantKMS: tenantKMS(e.opened)})
+		keys, err := keyArchive(e.opened, nil, cat)
 		if err != nil {
 			return err
 		}

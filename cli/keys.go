@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/kms"
@@ -87,4 +88,32 @@ func tenantKMS(cfg *config.Config) func(key string) (kms.Wrapper, error) {
 		return nil
 	}
 	return func(key string) (kms.Wrapper, error) { return kms.ForKey(cfg.KMS, key) }
+}
+
+// keyAdmin makes the tenants' keys in the key service under
+// kms.tenant_keys = "kms"; nil otherwise.
+func keyAdmin(cfg *config.Config) (kms.KeyAdmin, error) {
+	if cfg.KMS == nil || cfg.KMS.TenantKeys != "kms" {
+		return nil, nil
+	}
+	w, err := kms.New(cfg.KMS)
+	if err != nil {
+		return nil, err
+	}
+	admin, _ := w.(kms.KeyAdmin)
+	return admin, nil
+}
+
+// keyArchive is the Archive of the commands that make, wrap or try tenant
+// keys and store nothing: tenant create, set-key and show (mk nil: a key
+// of the tenant's own is tried, and nothing is made).
+func keyArchive(cfg *config.Config, mk *seal.MasterKey, cat *catalog.Catalog) (*archive.Archive, error) {
+	c := archive.Config{Cat: cat, Key: mk, TenantKMS: tenantKMS(cfg)}
+	if mk != nil {
+		var err error
+		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return archive.New(c)
 }

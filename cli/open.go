@@ -161,6 +161,9 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 	}
 	if k := cfg.KMS; k != nil {
 		c.TenantKMS, c.KeyCache = tenantKMS(cfg), k.KeyCache
+		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if pq := cfg.Storage.Parquet; pq != nil && p.serve {
 		c.Parquet = &archive.ParquetOptions{PackLimit: pq.PackLimit, ReaderGrace: pq.ReaderGrace, SpoolDir: objstore.SpoolDir(cfg.DataDir)}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/kms"
 )
@@ -48,7 +47,7 @@ func tenantSetKey(e *env, tenant, kmsKey string, master bool) error {
 	if err != nil {
 		return err
 	}
-	a, err := archive.New(archive.Config{Cat: cat, Key: mk, TenantKMS: tenantKMS(cfg)})
+	a, err := keyArchive(cfg, mk, cat)
 	if err != nil {
 		return err
 	}

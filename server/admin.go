@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/units"
@@ -72,7 +71,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	t, err := s.Cat.NewTenantKeyed(r.Context(), body.Name, by(r), archive.NewTenantKey(s.Archive.Key))
+	t, err := s.Archive.NewTenant(r.Context(), body.Name, by(r))
 	if errors.Is(err, catalog.ErrNameTaken) {
 		writeError(w, http.StatusConflict, "a tenant named "+body.Name+" already exists")
 		return

@@ -17,9 +17,14 @@ type KMS struct {
 	// own wraps stays unwrapped in memory (kms.key_cache, whole seconds,
 	// at least 1; 300 unless set): the longest a revocation waits.
 	KeyCache time.Duration
-	Vault    *Vault
-	AWSKMS   *AWSKMS
-	Command  *Command
+	// TenantKeys is where a new tenant's key goes (kms.tenant_keys):
+	// "master", under the master key (the default), or "kms", under a key
+	// the server makes for it in the service (vault and awskms), which a
+	// tenant delete deletes.
+	TenantKeys string
+	Vault      *Vault
+	AWSKMS     *AWSKMS
+	Command    *Command
 }
 
 // Vault is [kms.vault]: a transit key of HashiCorp Vault or OpenBao.
@@ -51,9 +56,10 @@ type Command struct {
 var kmsProviders = []string{"vault", "awskms", "command"}
 
 type rawKMS struct {
-	Provider any `toml:"provider"`
-	KeyCache any `toml:"key_cache"`
-	Vault    struct {
+	Provider   any `toml:"provider"`
+	KeyCache   any `toml:"key_cache"`
+	TenantKeys any `toml:"tenant_keys"`
+	Vault      struct {
 		Address   any `toml:"address"`
 		Mount     any `toml:"mount"`
 		Key       any `toml:"key"`
@@ -103,6 +109,17 @@ func (b *builder) kms(raw *rawConfig, defined func(key ...string) bool) {
 	k := &KMS{Provider: p, KeyCache: 300 * time.Second}
 	if r.KeyCache != nil {
 		k.KeyCache = b.seconds("kms.key_cache", r.KeyCache, false)
+	}
+	k.TenantKeys = "master"
+	if r.TenantKeys != nil {
+		switch v := b.required("kms.tenant_keys", r.TenantKeys); {
+		case v == "master", v == "kms" && p != "command":
+			k.TenantKeys = v
+		case v == "kms":
+			b.fail(`kms.tenant_keys = "kms" needs a provider that makes keys, vault or awskms; with programs of your own, tenant keys go under the master key ("master")`)
+		default:
+			b.fail(`kms.tenant_keys must be "kms" or "master", not %q`, v)
+		}
 	}
 	switch p {
 	case "vault":

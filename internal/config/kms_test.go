@@ -21,7 +21,7 @@ token_file = "vault-token"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &KMS{Provider: "vault", KeyCache: 300 * time.Second, Vault: &Vault{Address: "https://vault.example.com:8200", Mount: "transit",
+	want := &KMS{Provider: "vault", KeyCache: 300 * time.Second, TenantKeys: "master", Vault: &Vault{Address: "https://vault.example.com:8200", Mount: "transit",
 		Key: "vcon-server", TokenFile: "/etc/vcon-server/vault-token"}}
 	if !reflect.DeepEqual(c.KMS, want) {
 		t.Errorf("vault: %+v, want %+v", c.KMS.Vault, want.Vault)
@@ -51,8 +51,10 @@ secret_access_key_file = "/etc/vcon-server/kms-secret"
 	for file, want := range map[string]string{
 		"[kms]\n":                     `configuration: kms.provider must be set`,
 		"[kms]\nprovider = \"gcp\"\n": `configuration: kms.provider must be one of "vault", "awskms" or "command", not "gcp"`,
-		"[kms]\nprovider = \"vault\"\nkey_cache = 0\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n":   `configuration: kms.key_cache must be more than 0`,
-		"[kms]\nprovider = \"vault\"\nkey_cache = 1.5\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n": `configuration: kms.key_cache must be a whole number of seconds, not 1.5`,
+		"[kms]\nprovider = \"vault\"\ntenant_keys = \"own\"\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n": `configuration: kms.tenant_keys must be "kms" or "master", not "own"`,
+		"[kms]\nprovider = \"command\"\ntenant_keys = \"kms\"\n[kms.command]\nwrap = [\"/bin/hsm\"]\nunwrap = [\"/bin/hsm\"]\n":       `configuration: kms.tenant_keys = "kms" needs a provider that makes keys, vault or awskms; with programs of your own, tenant keys go under the master key ("master")`,
+		"[kms]\nprovider = \"vault\"\nkey_cache = 0\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n":         `configuration: kms.key_cache must be more than 0`,
+		"[kms]\nprovider = \"vault\"\nkey_cache = 1.5\n[kms.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n":       `configuration: kms.key_cache must be a whole number of seconds, not 1.5`,
 		"[kms]\nprovider = \"vault\"\n":                                                                                               `configuration: kms.provider = "vault" needs a [kms.vault] table (docs/keys.md)`,
 		"[kms.vault]\naddress = \"https://v\"\n":                                                                                      `configuration: kms.provider must be set`,
 		vault + "address = \"http://127.0.0.1:8200\"\n":                                                                               `configuration: kms.vault.address must be an https:// URL, not "http://127.0.0.1:8200": the KMS answers with the master key, which only TLS keeps from the network`,

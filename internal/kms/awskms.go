@@ -106,6 +106,31 @@ func (w *aws) Unwrap(ctx context.Context, ciphertext []byte, c Context) ([]byte,
 	return out.Plaintext, nil
 }
 
+// NewKey makes a symmetric encryption key described by label and returns
+// its id.
+func (w *aws) NewKey(ctx context.Context, label string) (string, error) {
+	in := map[string]string{"Description": label, "KeySpec": "SYMMETRIC_DEFAULT", "KeyUsage": "ENCRYPT_DECRYPT"}
+	var out struct{ KeyMetadata struct{ KeyId string } }
+	if err := w.call(ctx, "CreateKey", in, &out, nil); err != nil {
+		return "", w.fail("create key", err)
+	}
+	if out.KeyMetadata.KeyId == "" {
+		return "", w.fail("create key", fmt.Errorf("the answer holds no KeyMetadata.KeyId"))
+	}
+	return out.KeyMetadata.KeyId, nil
+}
+
+// DeleteKey schedules key's deletion after the shortest window AWS KMS
+// allows, 7 days, during which it refuses every use of the key.
+func (w *aws) DeleteKey(ctx context.Context, key string) error {
+	in := map[string]any{"KeyId": key, "PendingWindowInDays": 7}
+	var out struct{ KeyId string }
+	if err := w.call(ctx, "ScheduleKeyDeletion", in, &out, nil); err != nil {
+		return w.fail("schedule key deletion", err)
+	}
+	return nil
+}
+
 // checkAWSContext holds the context to the rules canonical keeps for the
 // other providers, so that a context valid for one is valid for all.
 func checkAWSContext(c Context) error {

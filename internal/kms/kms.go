@@ -84,6 +84,18 @@ type Wrapper interface {
 	String() string
 }
 
+// A KeyAdmin makes keys of its service and deletes them: the keys the
+// server makes for its tenants (docs/keys.md). The vault and awskms
+// Wrappers are KeyAdmins, with the credentials of [kms].
+type KeyAdmin interface {
+	// NewKey makes a key, described or named by label, and returns the
+	// name ForKey takes.
+	NewKey(ctx context.Context, label string) (string, error)
+	// DeleteKey deletes key (Vault, at once) or schedules its deletion
+	// (AWS KMS, after 7 days, refusing every use meanwhile).
+	DeleteKey(ctx context.Context, key string) error
+}
+
 // Context is what a ciphertext is bound to: sorted key/value pairs, e.g.
 // {"purpose": "master key", "catalog": "<catalog id hex>"}. Not secret.
 type Context map[string]string

@@ -120,13 +120,29 @@ func isVaultCiphertext(s string) bool {
 // call posts to {mount}/{op}/{key} and decodes a 200's body into out.
 // secret is the request's plaintext or ciphertext, kept out of errors.
 func (w *vault) call(ctx context.Context, op string, in, out any, secret []byte) error {
-	body, err := json.Marshal(in)
+	body, err := w.request(ctx, http.MethodPost, op, w.mount+"/"+op+"/"+url.PathEscape(w.key), in, secret)
 	if err != nil {
 		return err
 	}
-	target := w.address + "/v1/" + w.mount + "/" + op + "/" + url.PathEscape(w.key)
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("the answer (200) is not the JSON of transit %s: %v", op, err)
+	}
+	return nil
+}
+
+// request sends method to /v1/path with in as its JSON body (none when
+// nil) and returns the body of a 200 or 204; op names the call in errors.
+func (w *vault) request(ctx context.Context, method, op, path string, in any, secret []byte) ([]byte, error) {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return nil, err
+		}
+	}
+	target := w.address + "/v1/" + path
 	a, err := post(ctx, w.client, func(ctx context.Context) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -138,13 +154,36 @@ func (w *vault) call(ctx context.Context, op string, in, out any, secret []byte)
 		return req, nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if a.status != http.StatusOK {
-		return w.refusal(op, a, secret)
+	if a.status != http.StatusOK && a.status != http.StatusNoContent {
+		return nil, w.refusal(op, a, secret)
 	}
-	if err := json.Unmarshal(a.body, out); err != nil {
-		return fmt.Errorf("the answer (200) is not the JSON of transit %s: %v", op, err)
+	return a.body, nil
+}
+
+// NewKey makes the transit key label, of type aes256-gcm96, and returns
+// its name. It refuses a key that exists: another's key is never taken.
+func (w *vault) NewKey(ctx context.Context, label string) (string, error) {
+	path := w.mount + "/keys/" + url.PathEscape(label)
+	if _, err := w.request(ctx, http.MethodGet, "read key", path, nil, nil); err == nil {
+		return "", w.fail("create key", refused("the transit key %q exists already", label))
+	}
+	if _, err := w.request(ctx, http.MethodPost, "create key", path, map[string]string{"type": "aes256-gcm96"}, nil); err != nil {
+		return "", w.fail("create key", err)
+	}
+	return label, nil
+}
+
+// DeleteKey deletes the transit key at once: it allows the deletion in
+// the key's configuration first, as Vault requires.
+func (w *vault) DeleteKey(ctx context.Context, key string) error {
+	path := w.mount + "/keys/" + url.PathEscape(key)
+	if _, err := w.request(ctx, http.MethodPost, "allow deletion", path+"/config", map[string]bool{"deletion_allowed": true}, nil); err != nil {
+		return w.fail("delete key", err)
+	}
+	if _, err := w.request(ctx, http.MethodDelete, "delete key", path, nil, nil); err != nil {
+		return w.fail("delete key", err)
 	}
 	return nil
 }
@@ -188,6 +227,8 @@ func vaultMessage(errs []string) string {
 func (w *vault) hint(op string, status int, msg string) string {
 	path := w.mount + "/" + op + "/" + w.key
 	switch {
+	case status == http.StatusForbidden && strings.Contains(op, " "):
+		return fmt.Sprintf("the token may not manage the keys of tenants: grant \"create\", \"read\" and \"delete\" on %s/keys/* and \"update\" on %s/keys/+/config, %s/encrypt/* and %s/decrypt/* in its policy (docs/keys.md)", w.mount, w.mount, w.mount, w.mount)
 	case status == http.StatusForbidden:
 		return fmt.Sprintf("the token may not use %s, or has expired: grant \"update\" on that path in its policy, or renew it (kms.vault.token_file)", path)
 	case strings.Contains(msg, "encryption key not found"):

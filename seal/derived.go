@@ -2,9 +2,7 @@ package seal
 
 import (
 	"crypto/hkdf"
-	"crypto/rand"
 	"crypto/sha256"
-	"fmt"
 )
 
 // Keys derived from the master key for one tenant, as IndexKey is: HKDF-
@@ -33,12 +31,7 @@ func (m *MasterKey) BodyMACKey(tenant [16]byte) []byte { return m.derive(bodyMAC
 // the label and the tenant id as associated data (a sealed secret copied
 // to another tenant's row does not open).
 func (m *MasterKey) SealSecret(tenant [16]byte, secret []byte) ([]byte, error) {
-	out := make([]byte, 1+12, 1+12+len(secret)+16)
-	out[0] = wrapFormat
-	if _, err := rand.Read(out[1:13]); err != nil {
-		return nil, fmt.Errorf("seal: seal secret: %w", err)
-	}
-	return m.aead.Seal(out, out[1:13], secret, secretAD(tenant)), nil
+	return box(m.aead, wrapFormat, secretAD(tenant), secret)
 }
 
 // OpenSecret recovers what SealSecret sealed for tenant. Any failure (a

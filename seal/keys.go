@@ -61,16 +61,9 @@ func (*MasterKey) Format(f fmt.State, _ rune) { io.WriteString(f, "seal.MasterKe
 // MasterKeyFromBytes makes a master key from its 32 raw bytes (for tests and
 // for rotation, which loads the new key before re-wrapping every data key).
 func MasterKeyFromBytes(b []byte) (*MasterKey, error) {
-	if len(b) != KeySize {
-		return nil, fmt.Errorf("seal: master key must be %d bytes, got %d", KeySize, len(b))
-	}
-	block, err := aes.NewCipher(b)
+	aead, err := newAEAD("master key", b)
 	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
+		return nil, err
 	}
 	m := &MasterKey{aead: aead}
 	if m.index, err = hkdf.Extract(sha256.New, b, []byte(indexLabel)); err != nil {
@@ -80,6 +73,22 @@ func MasterKeyFromBytes(b []byte) (*MasterKey, error) {
 	mac.Write([]byte(checkLabel))
 	copy(m.check[:], mac.Sum(nil))
 	return m, nil
+}
+
+// newAEAD is AES-256-GCM under the 32 bytes of what (in errors).
+func newAEAD(what string, b []byte) (cipher.AEAD, error) {
+	if len(b) != KeySize {
+		return nil, fmt.Errorf("seal: a %s must be %d bytes, got %d", what, KeySize, len(b))
+	}
+	block, err := aes.NewCipher(b)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return aead, nil
 }
 
 // CreateMasterKeyFile writes a new master key, 32 random raw bytes, to path
@@ -182,13 +191,8 @@ func (m *MasterKey) CheckValue() []byte {
 // version). The ids are bound in as associated data, so the result unwraps
 // only for that row. Each call uses a fresh random nonce.
 func (m *MasterKey) Wrap(dk DataKey, tenant, version [16]byte) ([]byte, error) {
-	out := make([]byte, 1+12, WrappedSize)
-	out[0] = wrapFormat
-	if _, err := rand.Read(out[1:13]); err != nil {
-		return nil, fmt.Errorf("seal: wrap data key: %w", err)
-	}
 	ad := wrapAD(tenant, version)
-	return m.aead.Seal(out, out[1:13], dk[:], ad[:]), nil
+	return box(m.aead, wrapFormat, ad[:], dk[:])
 }
 
 // Unwrap recovers the data key that Wrap wrapped for (tenant, version). Any

@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
@@ -52,16 +51,9 @@ func NewTenantKeyBytes() ([]byte, error) {
 
 // TenantKeyFromBytes makes tenant's key from its 32 raw bytes.
 func TenantKeyFromBytes(tenant [16]byte, b []byte) (*TenantKey, error) {
-	if len(b) != KeySize {
-		return nil, fmt.Errorf("seal: a tenant key must be %d bytes, got %d", KeySize, len(b))
-	}
-	block, err := aes.NewCipher(b)
+	aead, err := newAEAD("tenant key", b)
 	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
+		return nil, err
 	}
 	k := &TenantKey{tenant: tenant, aead: aead}
 	if k.prk, err = hkdf.Extract(sha256.New, b, []byte(tenantKeyLabel)); err != nil {

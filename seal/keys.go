@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"github.com/vcon-server/vcon-server/internal/durable"
 )
@@ -28,7 +28,6 @@ const (
 	wrapFormat = 1
 	wrapLabel  = "vcon-server wrapped data key v1"
 	checkLabel = "vcon-server master key check v1"
-	indexLabel = "vcon-server search index v1"
 )
 
 // DataKey seals one version, and only one (see NewWriter). It prints as a
@@ -47,13 +46,24 @@ func NewDataKey() (DataKey, error) {
 // Format prints a placeholder, never the key, whatever the verb.
 func (DataKey) Format(f fmt.State, _ rune) { io.WriteString(f, "seal.DataKey(redacted)") }
 
-// MasterKey wraps and unwraps data keys. It holds only the expanded cipher
-// and the check value, and prints as a placeholder.
+// MasterKey wraps and unwraps tenant keys, and the secrets and keys of
+// the catalog itself. It holds only the expanded cipher and the check
+// value, and prints as a placeholder. Replace turns every holder of it to
+// another key at once: a rotation taken while the server serves.
 type MasterKey struct {
+	st atomic.Pointer[masterState]
+}
+
+type masterState struct {
 	aead  cipher.AEAD
 	check [CheckSize]byte
-	index []byte // HKDF pseudorandom key for the search index keys
 }
+
+func (m *MasterKey) state() *masterState { return m.st.Load() }
+
+// Replace makes m the key next is, for every later call through m (the
+// archive, the replica, the webhook sender all hold m).
+func (m *MasterKey) Replace(next *MasterKey) { m.st.Store(next.state()) }
 
 // Format prints a placeholder, never the key, whatever the verb.
 func (*MasterKey) Format(f fmt.State, _ rune) { io.WriteString(f, "seal.MasterKey(redacted)") }
@@ -65,13 +75,12 @@ func MasterKeyFromBytes(b []byte) (*MasterKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &MasterKey{aead: aead}
-	if m.index, err = hkdf.Extract(sha256.New, b, []byte(indexLabel)); err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
-	}
+	st := &masterState{aead: aead}
 	mac := hmac.New(sha256.New, b)
 	mac.Write([]byte(checkLabel))
-	copy(m.check[:], mac.Sum(nil))
+	copy(st.check[:], mac.Sum(nil))
+	m := &MasterKey{}
+	m.st.Store(st)
 	return m, nil
 }
 
@@ -183,7 +192,7 @@ func parseKey(data []byte) ([]byte, bool) {
 // master key refuses at once instead of failing on every read. It is an
 // HMAC output, so it reveals nothing of the key.
 func (m *MasterKey) CheckValue() []byte {
-	c := m.check
+	c := m.state().check
 	return c[:]
 }
 
@@ -192,7 +201,7 @@ func (m *MasterKey) CheckValue() []byte {
 // only for that row. Each call uses a fresh random nonce.
 func (m *MasterKey) Wrap(dk DataKey, tenant, version [16]byte) ([]byte, error) {
 	ad := wrapAD(tenant, version)
-	return box(m.aead, wrapFormat, ad[:], dk[:])
+	return box(m.state().aead, wrapFormat, ad[:], dk[:])
 }
 
 // Unwrap recovers the data key that Wrap wrapped for (tenant, version). Any
@@ -207,7 +216,7 @@ func (m *MasterKey) Unwrap(wrapped []byte, tenant, version [16]byte) (DataKey, e
 	}
 	ad := wrapAD(tenant, version)
 	var dk DataKey
-	if _, err := m.aead.Open(dk[:0], wrapped[1:13], wrapped[13:], ad[:]); err != nil {
+	if _, err := m.state().aead.Open(dk[:0], wrapped[1:13], wrapped[13:], ad[:]); err != nil {
 		return DataKey{}, damaged("wrapped data key did not verify")
 	}
 	return dk, nil
@@ -219,15 +228,4 @@ func wrapAD(tenant, version [16]byte) [len(wrapLabel) + 32]byte {
 	n += copy(ad[n:], tenant[:])
 	copy(ad[n:], version[:])
 	return ad
-}
-
-// IndexKey is a tenant's key for its blind search index: HKDF-SHA-256 of
-// the master key, with the tenant id as context. A new master key gives
-// new index keys, so a rotation rebuilds every index.
-func (m *MasterKey) IndexKey(tenant [16]byte) []byte {
-	k, err := hkdf.Expand(sha256.New, m.index, string(tenant[:]), KeySize)
-	if err != nil {
-		panic("seal: hkdf: " + err.Error()) // only for lengths past 255*32
-	}
-	return k
 }

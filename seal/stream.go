@@ -2,8 +2,9 @@
 // that opens it.
 //
 // Every version is sealed under a random 256-bit data key of its own. The
-// data key is only ever stored wrapped under the master key, in the version's
-// catalog row, so destroying that wrapped key (a purge) makes the version
+// data key is only ever stored wrapped under its tenant's key (tenantkey.go;
+// the tenant key wrapped under the master key), in the version's catalog
+// row, so destroying that wrapped key (a purge) makes the version
 // unreadable for good, in every copy of its sealed bytes: backups, old pack
 // files and exports included. Sealing and opening stream in chunks, so memory
 // stays O(ChunkSize) whatever the size of the body.

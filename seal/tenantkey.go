@@ -23,6 +23,8 @@ const (
 	tenantWrapFormat = 2
 
 	tenantKeyLabel   = "vcon-server tenant key v1"
+	bodyMACLabel     = "vcon-server body mac v1"
+	indexLabel       = "vcon-server search index v1"
 	tenantDataLabel  = "vcon-server tenant data key v1"
 	tenantCheckLabel = "vcon-server tenant key check v1"
 )
@@ -123,7 +125,7 @@ func (m *MasterKey) WrapTenantKey(tenant [16]byte, raw []byte) ([]byte, error) {
 	if len(raw) != KeySize {
 		return nil, fmt.Errorf("seal: a tenant key must be %d bytes, got %d", KeySize, len(raw))
 	}
-	return box(m.aead, wrapFormat, tenantKeyAD(tenant), raw)
+	return box(m.state().aead, wrapFormat, tenantKeyAD(tenant), raw)
 }
 
 // UnwrapTenantKey recovers what WrapTenantKey wrapped for tenant. Any
@@ -134,7 +136,7 @@ func (m *MasterKey) UnwrapTenantKey(tenant [16]byte, wrapped []byte) ([]byte, er
 		return nil, damaged("wrapped tenant key is %d bytes, not %d", len(wrapped), WrappedSize)
 	}
 	raw := make([]byte, 0, KeySize)
-	if err := unbox(m.aead, wrapFormat, tenantKeyAD(tenant), wrapped, raw); err != nil {
+	if err := unbox(m.state().aead, wrapFormat, tenantKeyAD(tenant), wrapped, raw); err != nil {
 		return nil, damaged("wrapped tenant key: %v", err)
 	}
 	return raw[:KeySize], nil

@@ -72,7 +72,7 @@ func TestErasureAfterRotation(t *testing.T) {
 	before, _ := a.JWKS(ctx)
 	u := storeOne(t, a, tenant)
 	newKey := archivetest.MasterKey(t, 9)
-	if _, err := archive.RotateMasterKey(ctx, a.Cat, a.Key, newKey, nil); err != nil {
+	if _, err := archive.RotateMasterKey(ctx, a.Cat, a.Key, newKey, "new.key", nil); err != nil {
 		t.Fatal(err)
 	}
 	a.Key = newKey

@@ -121,7 +121,7 @@ func TestProgressCallbacks(t *testing.T) {
 	// re-wraps the two tenants' keys, and moves no data key.
 	newKey := archivetest.MasterKey(t, 8)
 	told := 0
-	n, err := archive.RotateMasterKey(ctx, cat, mk, newKey, func(k int) { told += k })
+	n, err := archive.RotateMasterKey(ctx, cat, mk, newKey, "new.key", func(k int) { told += k })
 	if err != nil {
 		t.Fatal(err)
 	}

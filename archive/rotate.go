@@ -17,10 +17,11 @@ import (
 // re-wraps every tenant key, the receipts' signing keys and the webhook
 // secrets under newKey and records its check value. Nothing changes
 // unless that transaction commits, so a rotation cut off anywhere leaves
-// the old key working. moved, when not nil, is told each data key the move
-// re-wrapped (a progress line). It returns how many tenant keys it
-// re-wrapped.
-func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *seal.MasterKey, moved func(keys int)) (int, error) {
+// the old key working. newFile, the new key's file, is recorded for a
+// server that runs on (it takes the key from there). moved, when not nil,
+// is told each data key the move re-wrapped (a progress line). It returns
+// how many tenant keys it re-wrapped.
+func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *seal.MasterKey, newFile string, moved func(keys int)) (int, error) {
 	if _, err := MoveToTenantKeys(ctx, cat, oldKey, moved); err != nil {
 		return 0, err
 	}
@@ -50,7 +51,7 @@ func RotateMasterKey(ctx context.Context, cat *catalog.Catalog, oldKey, newKey *
 		return newKey.SealSecret(tenant, secret)
 	}
 	n, err := cat.RotateKeys(ctx, catalog.Rotation{
-		Check: newKey.CheckValue(), TenantKey: rewrapTenant, SigningKey: rewrapSigning, Secret: reseal,
+		Check: newKey.CheckValue(), KeyFile: newFile, TenantKey: rewrapTenant, SigningKey: rewrapSigning, Secret: reseal,
 		BeforeCommit: func() { crashpoint.Hit(crashpoint.RotateBeforeCommit) },
 	})
 	if err != nil {

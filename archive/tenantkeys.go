@@ -207,10 +207,12 @@ func makeTenantKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey
 // NewTenantKey makes the row of a new tenant key wrapped under mk.
 func NewTenantKey(mk *seal.MasterKey) func(tenant ids.ID) (catalog.TenantKey, error) {
 	return func(tenant ids.ID) (catalog.TenantKey, error) {
-		return newTenantKey(tenant, func(raw []byte) ([]byte, string, error) {
+		k, err := newTenantKey(tenant, func(raw []byte) ([]byte, string, error) {
 			w, err := mk.WrapTenantKey(tenant, raw)
 			return w, "", err
 		})
+		k.MasterCheck = mk.CheckValue()
+		return k, err
 	}
 }
 

@@ -44,12 +44,15 @@ func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey str
 		return err
 	}
 	next := catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: row.Check, KMSKey: kmsKey}
+	if kmsKey == "" {
+		next.MasterCheck = a.Key.CheckValue()
+	}
 	if _, again, err := a.unwrapRow(ctx, next); err != nil {
 		return fmt.Errorf("the key wrapped by %q does not unwrap again, so the tenant's key stays as it was: %w", kmsKey, err)
 	} else {
 		clear(again)
 	}
-	if err := a.Cat.SetTenantKeyWrap(ctx, tenant, row.Wrapped, wrapped, kmsKey, by); err != nil {
+	if err := a.Cat.SetTenantKeyWrap(ctx, tenant, row.Wrapped, next, by); err != nil {
 		return err
 	}
 	a.ForgetTenantKey(tenant)
@@ -73,6 +76,9 @@ func (a *Archive) wrapOwn(ctx context.Context, tenant ids.ID, kmsKey string, raw
 func (a *Archive) unwrapRow(ctx context.Context, row catalog.TenantKey) (k *seal.TenantKey, raw []byte, err error) {
 	if row.KMSKey == "" {
 		if raw, err = a.Key.UnwrapTenantKey(row.Tenant, row.Wrapped); err != nil {
+			if a.keyRotated(ctx) {
+				return nil, nil, catalog.ErrKeyRotated
+			}
 			return nil, nil, errors.Join(ErrDamaged, fmt.Errorf("a tenant's key does not open: %w", err))
 		}
 	} else {
@@ -90,6 +96,14 @@ func (a *Archive) unwrapRow(ctx context.Context, row catalog.TenantKey) (k *seal
 		return nil, nil, errors.Join(ErrDamaged, errors.New("a tenant's key does not match the check value of its row"))
 	}
 	return k, raw, nil
+}
+
+// keyRotated tells whether the catalog names another master key than the
+// Archive's: a rotation committed since, which the server takes within a
+// second (docs/keys.md).
+func (a *Archive) keyRotated(ctx context.Context) bool {
+	check, _, err := a.Cat.KeyCheck(ctx)
+	return err == nil && !bytes.Equal(check, a.Key.CheckValue())
 }
 
 // TenantKeyState is what tenant show says of a tenant's key.

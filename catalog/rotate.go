@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -25,13 +26,39 @@ type Reseal func(tenant ids.ID, sealed []byte) ([]byte, error)
 // the old master key into the same bytes under the new one, inside the
 // rotation's transaction (CPU only, no I/O).
 type Rotation struct {
-	Check      []byte // the new master key's check value
+	Check []byte // the new master key's check value
+	// KeyFile is the new master key's file, recorded (meta new_key_file)
+	// for a server that runs on: it reads the key there (docs/keys.md).
+	KeyFile    string
 	TenantKey  Rewrap // a tenant's key (version is the zero id)
 	SigningKey Rewrap // a receipts' signing key, wrapped as a data key for the catalog's id
 	Secret     Reseal // a webhook secret
 	// BeforeCommit, when not nil, runs last inside the transaction (the
 	// crash point of tests).
 	BeforeCommit func()
+}
+
+// ErrKeyRotated refuses a write of something wrapped under a master key
+// the catalog no longer names: a rotation committed by another process
+// since the key was read (docs/keys.md). The server takes the new key
+// within a second; the write is tried again.
+var ErrKeyRotated = errors.New("catalog: the master key was rotated a moment ago; this server takes the new key within a second: retry")
+
+// requireKeyCheck refuses with ErrKeyRotated unless check is the master
+// key's check value the catalog records; a nil check (nothing under the
+// master key) passes.
+func (tx *Tx) requireKeyCheck(check []byte) error {
+	if check == nil {
+		return nil
+	}
+	var now []byte
+	if err := tx.queryRow(`SELECT value FROM meta WHERE key = 'key_check'`).Scan(&now); err != nil {
+		return fmt.Errorf("catalog: read key check: %w", err)
+	}
+	if !bytes.Equal(now, check) {
+		return ErrKeyRotated
+	}
+	return nil
 }
 
 // ErrKeysNotMoved is RotateKeys' refusal of a catalog whose data keys are
@@ -78,6 +105,9 @@ func (c *Catalog) RotateKeys(ctx context.Context, r Rotation) (int, error) {
 			return err
 		}
 		if err := tx.SetMeta("key_check", r.Check); err != nil {
+			return fmt.Errorf("catalog: rotate: %w", err)
+		}
+		if err := tx.SetMeta("new_key_file", []byte(r.KeyFile)); err != nil {
 			return fmt.Errorf("catalog: rotate: %w", err)
 		}
 		// OpenCatalog reads rotated_at to tell an operator who starts with

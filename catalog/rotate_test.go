@@ -538,3 +538,40 @@ func BenchmarkBackup(b *testing.B) {
 		b.ReportMetric(float64(info.Bytes)/(1<<20), "MiB")
 	}
 }
+
+// TestKeyRotatedGuard: what a server wraps under a master key the catalog
+// no longer names (a rotation another process committed a moment ago) is
+// refused with ErrKeyRotated, and written once it holds the new key.
+func TestKeyRotatedGuard(t *testing.T) {
+	ctx := context.Background()
+	oldKey, newKey := masterKey(t, 1), masterKey(t, 2)
+	c, _, err := Create(ctx, t.TempDir(), oldKey.CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.RotateKeys(ctx, rotation(oldKey, newKey)); err != nil {
+		t.Fatal(err)
+	}
+	row := func(mk *seal.MasterKey, name string) (Tenant, error) {
+		id := ids.NewRandom()
+		raw, _ := seal.NewTenantKeyBytes()
+		tk, _ := seal.TenantKeyFromBytes(id, raw)
+		w, _ := mk.WrapTenantKey(id, raw)
+		return c.NewTenantKeyed(ctx, name, CLI, TenantKey{Tenant: id, Wrapped: w, Check: tk.CheckValue(), MasterCheck: mk.CheckValue()})
+	}
+	if _, err := row(oldKey, "late"); !errors.Is(err, ErrKeyRotated) {
+		t.Fatalf("a tenant key under the old master key: %v, want ErrKeyRotated", err)
+	}
+	if _, err := c.FindTenant(ctx, "late"); !errors.Is(err, ErrNotFound) {
+		t.Fatal("the refused tenant was made")
+	}
+	if _, err := row(newKey, "late"); err != nil {
+		t.Fatal(err)
+	}
+	sealed, _ := oldKey.SealSecret(ids.NewRandom(), []byte("whsec_x"))
+	tn, _ := c.FindTenant(ctx, "late")
+	if err := c.SetWebhook(ctx, Webhook{Tenant: tn.ID, URL: "https://example.com/h", Secret: sealed, KeyCheck: oldKey.CheckValue()}, CLI); !errors.Is(err, ErrKeyRotated) {
+		t.Fatalf("a webhook secret under the old master key: %v, want ErrKeyRotated", err)
+	}
+}

@@ -18,6 +18,10 @@ type TenantKey struct {
 	Wrapped []byte
 	Check   []byte
 	KMSKey  string
+	// MasterCheck, for a key just wrapped under the master key, is that
+	// key's check value: the write is refused with ErrKeyRotated unless
+	// the catalog still names it. Not stored.
+	MasterCheck []byte
 }
 
 // TenantKey reads tenant's key row; ErrNotFound when it has none yet.
@@ -49,6 +53,9 @@ func (c *Catalog) AddTenantKey(ctx context.Context, k TenantKey) (TenantKey, err
 }
 
 func (tx *Tx) addTenantKey(k TenantKey) error {
+	if err := tx.requireKeyCheck(k.MasterCheck); err != nil {
+		return err
+	}
 	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now))
 	if err != nil {
@@ -140,13 +147,17 @@ func (c *Catalog) MoveKeysPage(ctx context.Context, rewrap Rewrap) (int, bool, e
 	return n, done, err
 }
 
-// SetTenantKeyWrap records tenant's key wrapped anew, the same key: by
-// the tenant's own KMS key kmsKey, or under the master key when kmsKey is
+// SetTenantKeyWrap records tenant's key wrapped anew as k, the same key:
+// by the tenant's own KMS key k.KMSKey, or under the master key when it is
 // empty (tenant set-key), with the change in both logs. ErrNotFound when
 // the tenant has no key; ErrChanged when its row changed since it was read
 // (was, the wrapped bytes the caller unwrapped).
-func (c *Catalog) SetTenantKeyWrap(ctx context.Context, tenant ids.ID, was, wrapped []byte, kmsKey string, by Actor) error {
+func (c *Catalog) SetTenantKeyWrap(ctx context.Context, tenant ids.ID, was []byte, k TenantKey, by Actor) error {
+	wrapped, kmsKey := k.Wrapped, k.KMSKey
 	return c.Update(ctx, func(tx *Tx) error {
+		if err := tx.requireKeyCheck(k.MasterCheck); err != nil {
+			return err
+		}
 		res, err := tx.exec(`UPDATE tenant_keys SET wrapped = ?, kms_key = ? WHERE tenant = ? AND wrapped = ?`,
 			wrapped, nullString(kmsKey), tenant[:], was)
 		if err != nil {

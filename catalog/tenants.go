@@ -26,7 +26,9 @@ type Tenant struct {
 var ErrNameTaken = errors.New("catalog: a tenant already has that name")
 
 // CreateTenant inserts a tenant with a new random id.
-func (tx *Tx) CreateTenant(name string) (Tenant, error) { return tx.createTenant(ids.NewRandom(), name) }
+func (tx *Tx) CreateTenant(name string) (Tenant, error) {
+	return tx.createTenant(ids.NewRandom(), name)
+}
 
 func (tx *Tx) createTenant(id ids.ID, name string) (Tenant, error) {
 	t := Tenant{ID: id, Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff}

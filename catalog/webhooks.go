@@ -80,9 +80,12 @@ func (c *Catalog) webhookTriggers(ctx context.Context) error {
 
 // Webhook is a tenant's endpoint.
 type Webhook struct {
-	Tenant    ids.ID
-	URL       string
-	Secret    []byte // sealed under the master key (seal.MasterKey.SealSecret)
+	Tenant ids.ID
+	URL    string
+	Secret []byte // sealed under the master key (seal.MasterKey.SealSecret)
+	// KeyCheck is the check value of the master key Secret was sealed
+	// under, for SetWebhook's guard (ErrKeyRotated); not stored.
+	KeyCheck  []byte
 	CAPEM     string // the certificates the endpoint's must chain to; "" for the system's
 	CreatedAt time.Time
 	Parked    string // why the sender parked it (ParkWebhook); "" when it is not
@@ -93,6 +96,9 @@ type Webhook struct {
 // parked no more.
 func (c *Catalog) SetWebhook(ctx context.Context, w Webhook, by Actor) error {
 	return c.Update(ctx, func(tx *Tx) error {
+		if err := tx.requireKeyCheck(w.KeyCheck); err != nil {
+			return err
+		}
 		if _, err := tx.exec(`INSERT INTO webhooks(tenant, url, secret, ca_pem, created_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(tenant) DO UPDATE SET url = excluded.url, secret = excluded.secret, ca_pem = excluded.ca_pem, created_at = excluded.created_at, parked = NULL`,
 			w.Tenant[:], w.URL, w.Secret, nullString(w.CAPEM), nanos(tx.now)); err != nil {

@@ -42,6 +42,7 @@ type Daemon struct {
 	Replica *replica.Replica
 
 	key     *seal.MasterKey
+	keyMiss string            // the rotated key's file this server could not open, logged once
 	reg     *metrics.Registry // what Metrics and the loops count into
 	unlock  func()
 	ln      net.Listener

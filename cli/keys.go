@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -116,4 +118,46 @@ func keyArchive(cfg *config.Config, mk *seal.MasterKey, cat *catalog.Catalog) (*
 		}
 	}
 	return archive.New(c)
+}
+
+// watchMasterKey takes the master key that master-key rotate moved the
+// catalog to while this server served (docs/check-and-recovery.md): the
+// catalog's check value is no longer the key's, and new_key_file names the
+// new key's file. Every holder of d.key (the archive, the replica, the
+// webhook sender) turns to it at once; the replica then writes a whole
+// generation under it. A key that does not open is logged once, and the
+// server goes on with what it holds unwrapped until it is restarted with
+// master_key set to the new file.
+func (d *Daemon) watchMasterKey(ctx context.Context, cfg *config.Config) {
+	check, _, err := d.Cat.KeyCheck(ctx)
+	if err != nil || bytes.Equal(check, d.key.CheckValue()) {
+		return
+	}
+	name, err := d.Cat.Meta(ctx, "new_key_file")
+	if err != nil {
+		return
+	}
+	path := string(name)
+	fail := func(err error) {
+		if d.keyMiss != path {
+			d.keyMiss = path
+			d.Log.Error("the master key was rotated, and this server cannot open the new key; set master_key to it and restart", "master_key", path, "error", err.Error())
+		}
+	}
+	w, err := keyService(cfg)
+	if err != nil {
+		fail(err)
+		return
+	}
+	mk, _, err := masterkey.Load(ctx, path, w)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if !bytes.Equal(mk.CheckValue(), check) {
+		fail(errors.New("the file holds another key than the catalog names"))
+		return
+	}
+	d.key.Replace(mk)
+	d.Log.Info("the master key was rotated: serving with the new key; set master_key to it before the next start", "master_key", path)
 }

@@ -57,6 +57,9 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		g.Go("replica metrics", func(ctx context.Context) { every(ctx, time.Second, tick) })
 	}
 	g.Go("search indexing", func(ctx context.Context) { every(ctx, 2*time.Second, d.IndexSearch) })
+	g.Go("master key", func(ctx context.Context) {
+		every(ctx, time.Second, func(ctx context.Context) { d.watchMasterKey(ctx, cfg) })
+	})
 	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}
 	g.Go("webhooks", sender.Run)
 	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, func(context.Context) { d.Disk.Tick() }) })

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,7 +18,7 @@ func init() {
 	var newKey string
 	register(&command{
 		name:    "master-key rotate",
-		summary: "re-wrap every tenant key under a new master key in one transaction, server stopped; then set master_key to the new file",
+		summary: "re-wrap every tenant key under a new master key in one transaction; a running server takes the new key; then set master_key to the new file",
 		flags: func(fs *flag.FlagSet) {
 			newKey = ""
 			fs.StringVar(&newKey, "new", "", "the new master key file: 32 bytes, raw or base64, mode 0400 or 0600; under [kms], a file that does not exist is made, wrapped by the KMS")
@@ -51,8 +52,10 @@ func newMasterKey(e *env, cfg *config.Config, cat *catalog.Catalog, path string)
 }
 
 // runRotate moves every tenant key from the configured master key to the
-// new one, with the server stopped (invariant 8); the old key file is
-// never touched.
+// new one; the old key file is never touched. With the server stopped it
+// holds the data directory's lock and rolls the replica over itself; a
+// serving server takes the new key within a second and rolls its replica
+// over (watchMasterKey).
 func runRotate(e *env, newPath string) error {
 	if newPath == "" {
 		return usageError{"master-key rotate needs --new FILE, the new master key file; vcon-server master-key rotate --help shows its usage"}
@@ -61,11 +64,24 @@ func runRotate(e *env, newPath string) error {
 	if err != nil {
 		return err
 	}
-	cfg, oldKey, cat, release, err := e.offline("vcon-server master-key rotate")
+	cfg, err := e.loadConfig()
 	if err != nil {
 		return err
 	}
-	defer release()
+	serving := false
+	unlock, err := catalog.Lock(cfg.DataDir)
+	switch {
+	case errors.Is(err, catalog.ErrLocked):
+		serving, unlock = true, func() {}
+	case err != nil:
+		return err
+	}
+	defer unlock()
+	oldKey, cat, err := openKeyed(e.ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
 	newMK, err := newMasterKey(e, cfg, cat, abs)
 	if err != nil {
 		return err
@@ -84,14 +100,17 @@ func runRotate(e *env, newPath string) error {
 	if err != nil {
 		return err
 	}
-	n, err := archive.RotateMasterKey(e.ctx, cat, oldKey, newMK, prog.addN)
+	n, err := archive.RotateMasterKey(e.ctx, cat, oldKey, newMK, abs, prog.addN)
 	prog.done()
 	if err != nil {
 		return err
 	}
-	// Nothing sealed under the old key stays in the replica: a whole
-	// generation under the new one, then the old objects deleted.
-	if r, err := openReplica(e.ctx, cfg, newMK, cat, nil, true); err != nil || r != nil {
+	then := "the server refuses the old key from now on"
+	if serving {
+		then = "the running server takes the new key within a second (its log says so) and refuses the old one at its next start"
+	} else if r, err := openReplica(e.ctx, cfg, newMK, cat, nil, true); err != nil || r != nil {
+		// Nothing sealed under the old key stays in the replica: a whole
+		// generation under the new one, then the old objects deleted.
 		if err == nil {
 			err = r.Rotate(e.ctx)
 		}
@@ -99,6 +118,6 @@ func runRotate(e *env, newPath string) error {
 			return fmt.Errorf("rotated %d tenant key(s), but the replica still holds generations sealed under the old master key: %v; the server writes a whole generation under the new key when it starts", n, err)
 		}
 	}
-	fmt.Fprintf(e.stderr, "vcon-server: rotated %d tenant key(s); now set master_key = %q in %s: the server refuses the old key from now on; keep the old key file as long as you keep catalog backups taken before this rotation\n", n, abs, cfg.Path)
+	fmt.Fprintf(e.stderr, "vcon-server: rotated %d tenant key(s); now set master_key = %q in %s: %s; keep the old key file as long as you keep catalog backups taken before this rotation\n", n, abs, cfg.Path, then)
 	return e.emit(map[string]any{"rotated": n, "new_key": abs})
 }

@@ -87,7 +87,7 @@ func tenantSetWebhook(e *env, tenant, url, secretFile, caFile string) error {
 	if err != nil {
 		return err
 	}
-	if err := cat.SetWebhook(e.ctx, catalog.Webhook{Tenant: t.ID, URL: url, Secret: sealed, CAPEM: st.CAPEM}, catalog.CLI); err != nil {
+	if err := cat.SetWebhook(e.ctx, catalog.Webhook{Tenant: t.ID, URL: url, Secret: sealed, CAPEM: st.CAPEM, KeyCheck: mk.CheckValue()}, catalog.CLI); err != nil {
 		return err
 	}
 	return e.emit(server.WebhookView{Tenant: t.ID.String(), Webhook: "on", URL: url, CA: st.CAPEM != ""})

@@ -77,7 +77,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.internal(w, r, err)
+		s.failErr(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/admin/tenants/"+t.ID.String())

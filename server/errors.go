@@ -22,6 +22,8 @@ func statusOf(err error) (int, string) {
 	var ownKey *archive.TenantKeyError
 	var keyName *kms.KeyNameError
 	switch {
+	case errors.Is(err, catalog.ErrKeyRotated):
+		return http.StatusServiceUnavailable, "the master key was rotated a moment ago, and this server takes the new key within a second; nothing was done: retry"
 	case errors.As(err, &keyName):
 		return http.StatusBadRequest, keyName.Error()
 	case errors.As(err, &ownKey) && errors.Is(err, kms.ErrRefused):

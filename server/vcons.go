@@ -269,6 +269,8 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) int 
 		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "5")
 		}
+	case errors.Is(err, catalog.ErrKeyRotated):
+		w.Header().Set("Retry-After", "1")
 	case status >= 500:
 		s.Log.Error("request failed", "route", r.Pattern, "error", err.Error())
 	}

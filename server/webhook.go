@@ -45,8 +45,9 @@ func (s *Server) setWebhook(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	if err := s.Cat.SetWebhook(r.Context(), catalog.Webhook{Tenant: t.ID, URL: body.URL, Secret: sealed, CAPEM: body.CA}, by(r)); err != nil {
-		s.internal(w, r, err)
+	hook := catalog.Webhook{Tenant: t.ID, URL: body.URL, Secret: sealed, CAPEM: body.CA, KeyCheck: s.Archive.Key.CheckValue()}
+	if err := s.Cat.SetWebhook(r.Context(), hook, by(r)); err != nil {
+		s.failErr(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, WebhookView{Tenant: t.ID.String(), Webhook: "on", URL: body.URL, CA: body.CA != ""})

@@ -29,9 +29,11 @@ type Config struct {
 	// TenantKMS makes the Wrapper of a tenant's own KMS key
 	// (kms.ForKey over [kms]); nil without [kms], where no tenant has one.
 	TenantKMS func(key string) (kms.Wrapper, error)
-	// KeyAdmin, when set (kms.tenant_keys = "kms"), makes a key in the
-	// key service for each new tenant (NewTenant).
-	KeyAdmin kms.KeyAdmin
+	// KeyAdmin makes and deletes keys in the key service of [kms] (vault
+	// and awskms): a tenant's own key is deleted with the tenant, and with
+	// KMSTenantKeys (kms.tenant_keys = "kms") each new tenant gets one.
+	KeyAdmin      kms.KeyAdmin
+	KMSTenantKeys bool
 	// KeyCache is how long a tenant key its own KMS key wraps stays
 	// unwrapped in memory (kms.key_cache; 300 s when zero).
 	KeyCache         time.Duration

@@ -235,15 +235,15 @@ func newTenantKey(tenant ids.ID, wrap func(raw []byte) ([]byte, string, error)) 
 	return catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: k.CheckValue(), KMSKey: kmsKey}, nil
 }
 
-// NewTenant creates a tenant with its key (docs/keys.md): with a KeyAdmin,
-// under a key made for it in the key service, which a tenant delete
+// NewTenant creates a tenant with its key (docs/keys.md): with
+// KMSTenantKeys, under a key made for it in the key service, which a tenant delete
 // deletes; else under the master key. The key service is asked before the
 // catalog's transaction, never inside it; a key made for a tenant that
 // is then refused (its name taken) is deleted again.
 func (a *Archive) NewTenant(ctx context.Context, name string, by catalog.Actor) (catalog.Tenant, error) {
 	id := ids.NewRandom()
 	k, err := NewTenantKey(a.Key)(id)
-	if a.KeyAdmin != nil {
+	if a.KMSTenantKeys && a.KeyAdmin != nil {
 		k, err = newTenantKey(id, func(raw []byte) ([]byte, string, error) {
 			key, err := a.KeyAdmin.NewKey(ctx, "vcon-server-tenant-"+id.String())
 			if err != nil {

@@ -92,10 +92,10 @@ func tenantKMS(cfg *config.Config) func(key string) (kms.Wrapper, error) {
 	return func(key string) (kms.Wrapper, error) { return kms.ForKey(cfg.KMS, key) }
 }
 
-// keyAdmin makes the tenants' keys in the key service under
-// kms.tenant_keys = "kms"; nil otherwise.
+// keyAdmin makes and deletes tenants' keys in the key service of [kms];
+// nil without [kms], or with a provider that makes no keys (command).
 func keyAdmin(cfg *config.Config) (kms.KeyAdmin, error) {
-	if cfg.KMS == nil || cfg.KMS.TenantKeys != "kms" {
+	if cfg.KMS == nil {
 		return nil, nil
 	}
 	w, err := kms.New(cfg.KMS)
@@ -110,7 +110,7 @@ func keyAdmin(cfg *config.Config) (kms.KeyAdmin, error) {
 // keys and store nothing: tenant create, set-key and show (mk nil: a key
 // of the tenant's own is tried, and nothing is made).
 func keyArchive(cfg *config.Config, mk *seal.MasterKey, cat *catalog.Catalog) (*archive.Archive, error) {
-	c := archive.Config{Cat: cat, Key: mk, TenantKMS: tenantKMS(cfg)}
+	c := archive.Config{Cat: cat, Key: mk, TenantKMS: tenantKMS(cfg), KMSTenantKeys: cfg.KMS != nil && cfg.KMS.TenantKeys == "kms"}
 	if mk != nil {
 		var err error
 		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {

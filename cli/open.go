@@ -160,7 +160,7 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 		c.Replica = p.replica
 	}
 	if k := cfg.KMS; k != nil {
-		c.TenantKMS, c.KeyCache = tenantKMS(cfg), k.KeyCache
+		c.TenantKMS, c.KeyCache, c.KMSTenantKeys = tenantKMS(cfg), k.KeyCache, k.TenantKeys == "kms"
 		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {
 			return nil, err
 		}

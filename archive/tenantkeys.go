@@ -131,3 +131,12 @@ func (a *Archive) dataKey(ctx context.Context, v catalog.Version) (seal.DataKey,
 	}
 	return dk, nil
 }
+
+// forget drops tenant's key from this process's memory, once its row is
+// deleted (a tenant's delete, tenantdelete.go): nothing of it opens here
+// after, as nowhere else.
+func (t *tenantKeys) forget(tenant ids.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.keys, tenant)
+}

@@ -182,13 +182,15 @@ const deletePage = 5000
 // tenantPaged are the tables a tenant's delete pages through, each with
 // the statement that deletes one page of the tenant's rows, in an order
 // that keeps every foreign key: what references a row goes before it.
-var tenantPaged = []string{
-	`DELETE FROM search_tokens WHERE (tenant, token, uuid, version) IN (SELECT tenant, token, uuid, version FROM search_tokens WHERE tenant = ? LIMIT ?)`,
-	`DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE tenant = ? LIMIT ?)`,
-	`DELETE FROM webhook_events WHERE id IN (SELECT id FROM webhook_events WHERE tenant = ? LIMIT ?)`,
-	`DELETE FROM versions WHERE id IN (SELECT id FROM versions WHERE tenant = ? LIMIT ?)`,
-	`DELETE FROM vcons WHERE (tenant, uuid) IN (SELECT tenant, uuid FROM vcons WHERE tenant = ? LIMIT ?)`,
-}
+var tenantPaged = []string{qDelTokens, qDelAudit, qDelEvents, qDelVersions, qDelVcons}
+
+const (
+	qDelTokens   = `DELETE FROM search_tokens WHERE version IN (SELECT version FROM search_tokens WHERE tenant = ? LIMIT ?)`
+	qDelAudit    = `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE tenant = ? LIMIT ?)`
+	qDelEvents   = `DELETE FROM webhook_events WHERE id IN (SELECT id FROM webhook_events WHERE tenant = ? LIMIT ?)`
+	qDelVersions = `DELETE FROM versions WHERE id IN (SELECT id FROM versions WHERE tenant = ? LIMIT ?)`
+	qDelVcons    = `DELETE FROM vcons WHERE (tenant, uuid) IN (SELECT tenant, uuid FROM vcons WHERE tenant = ? LIMIT ?)`
+)
 
 // tenantLast deletes the rest of a tenant, in one transaction once the
 // paged tables hold none of it: the tenants row last.

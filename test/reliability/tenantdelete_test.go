@@ -1,0 +1,204 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/masterkey"
+	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/test/kit/testenv"
+)
+
+// tenantDeleteEnv is a server on a bucket with a replica in a directory,
+// two tenants with three vCons each: acme, to be deleted, and globex.
+type tenantDeleteEnv struct {
+	*testenv.Env
+	replicaDir     string
+	acme, globex   string
+	acmeKey, gKey  testenv.Key
+	acmeV, globexV acked
+	// logged are uuids the admin log names (a hold set and released):
+	// it keeps its records, so the catalog holds them.
+	logged map[string]bool
+}
+
+func newTenantDeleteEnv(t *testing.T, c *crashEnv) *tenantDeleteEnv {
+	rdir := t.TempDir()
+	e := binaryEnv(t, c, true, "\n[replica]\nmax_lag = 0\nto = \""+rdir+"\"\n", testenv.Options{})
+	d := &tenantDeleteEnv{Env: e, replicaDir: rdir, acme: e.Tenant("acme"), globex: e.Tenant("globex"), acmeV: acked{}, globexV: acked{}}
+	d.acmeKey = e.NewKey(d.acme, "write", "read")
+	d.gKey = e.NewKey(d.globex, "write", "read")
+	p := e.StartBinary()
+	storeSome(t, e, d.acmeKey.Token, 3, d.acmeV)
+	storeSome(t, e, d.gKey.Token, 3, d.globexV)
+	p.Stop()
+	return d
+}
+
+// gone checks that nothing of acme is left: no name in the data
+// directory, the bucket or the replica holds its id, no byte of the data
+// directory holds one of its uuids, globex reads byte for byte, acme's key
+// is refused and its tenant unknown, and check --deep is clean.
+func (d *tenantDeleteEnv) gone(t *testing.T) {
+	t.Helper()
+	var needles [][]byte
+	for u := range d.acmeV {
+		if d.logged[u] {
+			continue
+		}
+		id, _ := ids.Parse(u)
+		needles = append(needles, []byte(u), id[:], []byte(id.Hex()))
+	}
+	scanDir := func(root string, contents bool) {
+		err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if strings.Contains(p, d.acme) {
+				t.Errorf("%s still names the deleted tenant", p)
+			}
+			if !contents || de.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, n := range needles {
+				if bytes.Contains(b, n) {
+					t.Errorf("%s holds a uuid of the deleted tenant's vCons", p)
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	scanDir(d.Config.DataDir, true)
+	scanDir(d.replicaDir, false) // sealed under the master key: names only
+	keys := 0
+	err := d.Store().List(context.Background(), "", func(i objstore.Info) error {
+		keys++
+		if strings.Contains(i.Key, d.acme) {
+			t.Errorf("the bucket still holds %s", i.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys == 0 {
+		t.Fatal("the bucket lists nothing: globex's objects are gone too")
+	}
+	p := d.StartBinary()
+	verifyAcked(t, d.Env, d.gKey.Token, d.globexV)
+	for u := range d.acmeV {
+		if r := d.Do("GET", "/vcons/"+u, d.acmeKey.Token, nil); r.Status != 401 {
+			t.Errorf("a read with the deleted tenant's key: %d, want 401", r.Status)
+		}
+		break
+	}
+	ops := d.OperatorKey()
+	if r := d.Do("GET", "/admin/tenants/"+d.acme, ops.Token, nil); r.Status != 404 {
+		t.Errorf("GET the deleted tenant: %d, want 404", r.Status)
+	}
+	p.Stop()
+	checkDeep(t, d.Env)
+}
+
+// TestTenantDelete: tenant delete refuses without its confirmation and
+// while a vCon is held; done, nothing of the tenant is left anywhere, its
+// receipt verifies, the other tenant is whole, and a catalog backup taken
+// before still unwraps the tenant's key with the file key (docs/keys.md,
+// "tenant delete": only a tenant key in a KMS is gone from backups too).
+func TestTenantDelete(t *testing.T) {
+	c := &crashEnv{t: t}
+	d := newTenantDeleteEnv(t, c)
+	backup := filepath.Join(t.TempDir(), "before.db")
+	d.CLI("backup", "--to", backup)
+
+	if _, errOut, code := d.TryCLI("tenant", "delete", "acme"); code == 0 || !strings.Contains(errOut, "--confirm acme") {
+		t.Fatalf("a delete without --confirm: exit %d: %s", code, errOut)
+	}
+	var held string
+	for u := range d.acmeV {
+		held = u
+		break
+	}
+	d.CLI("hold", "set", "acme", held)
+	if _, errOut, code := d.TryCLI("tenant", "delete", "acme", "--confirm", "acme"); code == 0 || !strings.Contains(errOut, "1 of its vCons are held") {
+		t.Fatalf("a delete while a vCon is held: exit %d: %s", code, errOut)
+	}
+	d.CLI("hold", "release", "acme", held)
+	d.logged = map[string]bool{held: true}
+
+	var got struct {
+		State, Receipt string
+		Vcons          int
+	}
+	if err := json.Unmarshal([]byte(d.CLI("tenant", "delete", "acme", "--confirm", "acme")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.State != "done" || got.Vcons != 3 || got.Receipt == "" {
+		t.Fatalf("the delete answered %+v", got)
+	}
+	rf := filepath.Join(t.TempDir(), "receipt.jws")
+	if err := os.WriteFile(rf, []byte(got.Receipt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := d.CLI("erasure", "verify", "--receipt", rf); !strings.Contains(out, `"valid":true`) || !strings.Contains(out, `"filter":"tenant"`) {
+		t.Fatalf("erasure verify of the receipt: %s", out)
+	}
+	d.gone(t)
+
+	// The backup taken before holds the tenant's key wrapped under the
+	// master key: with the file key it still unwraps.
+	dir := t.TempDir()
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "catalog.db"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	acme, _ := ids.Parse(d.acme)
+	row, err := cat.TenantKey(context.Background(), acme)
+	if err != nil {
+		t.Fatalf("the backup's key row of the deleted tenant: %v", err)
+	}
+	mk, _, err := masterkey.Load(context.Background(), d.Config.MasterKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mk.UnwrapTenantKey(acme, row.Wrapped); err != nil {
+		t.Fatalf("the backup's key of the deleted tenant does not unwrap with the file key: %v", err)
+	}
+}
+
+// crashTenantDelete cuts a tenant delete at point; the next start
+// finishes it.
+func crashTenantDelete(t *testing.T, c *crashEnv, point string) {
+	d := newTenantDeleteEnv(t, c)
+	runKilled(t, d.Env, point, "tenant", "delete", "acme", "--confirm", "acme")
+	recoverAndCheck(t, d.Env, d.gKey.Token, d.globexV)
+	var got struct{ State string }
+	if err := json.Unmarshal([]byte(d.CLI("tenant", "delete", d.acme)), &got); err != nil || got.State != "done" {
+		t.Fatalf("the delete after the start: %+v %v", got, err)
+	}
+	d.gone(t)
+}

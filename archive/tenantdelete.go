@@ -28,7 +28,8 @@ import (
 //  3. every object under the tenant's folders deleted and proven gone:
 //     sealed objects, tombstones, pack files, manifests;
 //  4. every row of the tenant deleted, a page per transaction, the tenants
-//     row last;
+//     row last; with a replica, a compaction, so that neither its objects
+//     nor the catalog's change log hold them; a checkpoint;
 //  5. the receipt signed, as an erasure's is, and recorded.
 //
 // Every step after the first is safe to repeat: a crash anywhere after it
@@ -166,6 +167,17 @@ func (a *Archive) finishTenantDelete(ctx context.Context, d catalog.TenantDeleti
 		}
 		crashpoint.Hit(crashpoint.TenantDeleteAfterRows)
 	}
+	// The replica compacted, so that neither its objects hold the rows
+	// just deleted nor the catalog's change log their keys; then a
+	// checkpoint, so that no page of the log holds them either.
+	if c, ok := a.Replica.(compacter); ok {
+		if err := c.Compact(ctx); err != nil {
+			return pending(fmt.Errorf("%w: %w", errForget, err))
+		}
+	}
+	if err := a.checkpoint(ctx); err != nil {
+		return pending(err)
+	}
 	// 5. The receipt, signed as an erasure's.
 	key, err := a.signingKey(ctx)
 	if err != nil {
@@ -180,6 +192,11 @@ func (a *Archive) finishTenantDelete(ctx context.Context, d catalog.TenantDeleti
 		return pending(err)
 	}
 	return a.Cat.TenantDeletion(ctx, d.Tenant)
+}
+
+// compacter is a replica that can compact (replica.Replica).
+type compacter interface {
+	Compact(ctx context.Context) error
 }
 
 // deleteTenantData is steps 3 and 4.

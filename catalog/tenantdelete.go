@@ -177,7 +177,7 @@ func (c *Catalog) KMSKeyDeletionScheduled(ctx context.Context, id ids.ID) error 
 
 // deletePage is how many rows of one table a transaction of a tenant's
 // delete removes: a page of rows, so that no commit holds the writer long.
-const deletePage = 5000
+var deletePage = 5000 // a test makes it smaller
 
 // tenantPaged are the tables a tenant's delete pages through, each with
 // the statement that deletes one page of the tenant's rows, in an order

@@ -74,7 +74,8 @@ func (d *tenantDeleteEnv) gone(t *testing.T) {
 			}
 			for _, n := range needles {
 				if bytes.Contains(b, n) {
-					t.Errorf("%s holds a uuid of the deleted tenant's vCons", p)
+					t.Errorf("%s holds a uuid of the deleted tenant's vCons (at byte %d)", p, bytes.Index(b, n))
+					os.WriteFile("/tmp/tdel-debug.db", b, 0o600)
 					break
 				}
 			}

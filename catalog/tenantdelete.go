@@ -102,26 +102,22 @@ func (c *Catalog) BeginTenantDelete(ctx context.Context, tenant ids.ID, by Actor
 // tenantDigest counts a tenant's vCons and versions and hashes their
 // lines in uuid order, reading versions_by_uuid only.
 func (tx *Tx) tenantDigest(tenant ids.ID) (vcons, versions int, digest string, err error) {
-	rows, err := tx.tx.QueryContext(tx.ctx, `SELECT uuid, count(*) FROM versions WHERE tenant = ? GROUP BY uuid ORDER BY uuid`, tenant[:])
-	if err != nil {
-		return 0, 0, "", fmt.Errorf("catalog: read the tenant's vCons: %w", err)
-	}
-	defer rows.Close()
 	h := sha256.New()
-	for rows.Next() {
+	err = eachRow(tx.ctx, tx.tx, "the tenant's vCons", func(r row) error {
 		var u []byte
 		var n int
-		if err := rows.Scan(&u, &n); err != nil {
-			return 0, 0, "", fmt.Errorf("catalog: read the tenant's vCons: %w", err)
+		if err := r.Scan(&u, &n); err != nil {
+			return err
 		}
 		var id ids.ID
 		copy(id[:], u)
 		h.Write([]byte("erased " + id.String() + " " + strconv.Itoa(n) + " true\n"))
 		vcons++
 		versions += n
-	}
-	if err := rows.Err(); err != nil {
-		return 0, 0, "", fmt.Errorf("catalog: read the tenant's vCons: %w", err)
+		return nil
+	}, `SELECT uuid, count(*) FROM versions WHERE tenant = ? GROUP BY uuid ORDER BY uuid`, tenant[:])
+	if err != nil {
+		return 0, 0, "", err
 	}
 	return vcons, versions, hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -31,8 +31,19 @@ type tenantDeleteEnv struct {
 }
 
 func newTenantDeleteEnv(t *testing.T, c *crashEnv) *tenantDeleteEnv {
+	return newTenantDeleteEnvAt(t, c, true)
+}
+
+// newTenantDeleteEnvAt is newTenantDeleteEnv on a bucket (s3) or in the
+// data directory.
+func newTenantDeleteEnvAt(t *testing.T, c *crashEnv, s3 bool) *tenantDeleteEnv {
 	rdir := t.TempDir()
-	e := binaryEnv(t, c, true, "\n[replica]\nmax_lag = 0\nto = \""+rdir+"\"\n", testenv.Options{})
+	table := "\n[replica]\nmax_lag = 0\nto = \"" + rdir + "\"\n"
+	var opts testenv.Options
+	if !s3 {
+		opts.Storage, table = table, ""
+	}
+	e := binaryEnv(t, c, s3, table, opts)
 	d := &tenantDeleteEnv{Env: e, replicaDir: rdir, acme: e.Tenant("acme"), globex: e.Tenant("globex"), acmeV: acked{}, globexV: acked{}}
 	d.acmeKey = e.NewKey(d.acme, "write", "read")
 	d.gKey = e.NewKey(d.globex, "write", "read")
@@ -201,5 +212,34 @@ func crashTenantDelete(t *testing.T, c *crashEnv, point string) {
 	if err := json.Unmarshal([]byte(d.CLI("tenant", "delete", d.acme)), &got); err != nil || got.State != "done" {
 		t.Fatalf("the delete after the start: %+v %v", got, err)
 	}
+	d.gone(t)
+}
+
+// TestTenantDeleteRoute: DELETE /admin/tenants/{id} on a running server
+// with its objects in the data directory: refused unconfirmed, then done,
+// the receipt in the answer; the tenant's key is forgotten by the process
+// that held it, and nothing of the tenant is left.
+func TestTenantDeleteRoute(t *testing.T) {
+	c := &crashEnv{t: t}
+	d := newTenantDeleteEnvAt(t, c, false)
+	ops := d.OperatorKey("tenants")
+	p := d.StartBinary()
+	verifyAcked(t, d.Env, d.acmeKey.Token, d.acmeV) // the server holds acme's key in memory
+	js := []string{"Content-Type", "application/json"}
+	if r := d.Do("DELETE", "/admin/tenants/"+d.acme, ops.Token, []byte(`{"confirm":"globex"}`), js...); r.Status != 400 {
+		t.Fatalf("a delete confirmed with another name: %d %s", r.Status, r.Body)
+	}
+	r := d.Do("DELETE", "/admin/tenants/"+d.acme, ops.Token, []byte(`{"confirm":"acme"}`), js...)
+	var got struct {
+		State, Receipt string
+		Versions       int
+	}
+	if r.Status != 200 || json.Unmarshal(r.Body, &got) != nil || got.State != "done" || got.Versions != 3 || got.Receipt == "" {
+		t.Fatalf("the delete: %d %s", r.Status, r.Body)
+	}
+	if b, _ := os.ReadFile(p.Log); bytes.Contains(b, []byte(d.acme)) {
+		t.Error("the server's log names the deleted tenant")
+	}
+	p.Stop()
 	d.gone(t)
 }

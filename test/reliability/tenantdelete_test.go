@@ -28,6 +28,8 @@ type tenantDeleteEnv struct {
 	// logged are uuids the admin log names (a hold set and released):
 	// it keeps its records, so the catalog holds them.
 	logged map[string]bool
+	// wrapped is acme's tenant key as its row held it, wrapped.
+	wrapped []byte
 }
 
 func newTenantDeleteEnv(t *testing.T, c *crashEnv) *tenantDeleteEnv {
@@ -51,6 +53,17 @@ func newTenantDeleteEnvAt(t *testing.T, c *crashEnv, s3 bool) *tenantDeleteEnv {
 	storeSome(t, e, d.acmeKey.Token, 3, d.acmeV)
 	storeSome(t, e, d.gKey.Token, 3, d.globexV)
 	p.Stop()
+	cat, err := catalog.Open(context.Background(), e.Config.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	acme, _ := ids.Parse(d.acme)
+	row, err := cat.TenantKey(context.Background(), acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.wrapped = row.Wrapped
 	return d
 }
 
@@ -97,7 +110,44 @@ func (d *tenantDeleteEnv) gone(t *testing.T) {
 		}
 	}
 	scanDir(d.Config.DataDir, true)
-	scanDir(d.replicaDir, false) // sealed under the master key: names only
+	if b, err := os.ReadFile(filepath.Join(d.Config.DataDir, catalog.FileName)); err == nil {
+		found := false // the scan finds what is there: the other tenant's uuids
+		for u := range d.globexV {
+			id, _ := ids.Parse(u)
+			found = found || bytes.Contains(b, id[:])
+		}
+		if !found {
+			t.Error("the catalog holds no uuid of the other tenant's vCons: the scan reads nothing")
+		}
+	}
+	scanDir(d.replicaDir, false) // sealed under the master key: opened below
+	// Every replica object, opened with the master key, holds neither the
+	// tenant's wrapped key nor a uuid of its vCons.
+	r := &replicaEnv{Env: d.Env}
+	objects := r.objects(t)
+	if len(objects) == 0 {
+		t.Fatal("the replica holds no object")
+	}
+	control := false // the scan finds what is there: the other tenant's uuids
+	for _, k := range objects {
+		body := r.open(t, k)
+		for u := range d.globexV {
+			id, _ := ids.Parse(u)
+			control = control || bytes.Contains(body, id[:])
+		}
+		if bytes.Contains(body, d.wrapped) {
+			t.Errorf("the replica's %s holds the deleted tenant's key", k)
+		}
+		for _, n := range needles {
+			if bytes.Contains(body, n) {
+				t.Errorf("the replica's %s holds a uuid of the deleted tenant's vCons", k)
+				break
+			}
+		}
+	}
+	if !control {
+		t.Error("no replica object holds a uuid of the other tenant's vCons: the scan reads nothing")
+	}
 	keys := 0
 	err := d.Store().List(context.Background(), "", func(i objstore.Info) error {
 		keys++

@@ -121,8 +121,16 @@ func (d *tenantDeleteEnv) gone(t *testing.T) {
 		}
 	}
 	scanDir(d.replicaDir, false) // sealed under the master key: opened below
-	// Every replica object, opened with the master key, holds neither the
-	// tenant's wrapped key nor a uuid of its vCons.
+	if d.Config.Replica != nil {
+		d.replicaHolds(t, needles)
+	}
+	d.bucketAndServer(t)
+}
+
+// replicaHolds checks that every replica object, opened with the master
+// key, holds neither the tenant's wrapped key nor a uuid of its vCons.
+func (d *tenantDeleteEnv) replicaHolds(t *testing.T, needles [][]byte) {
+	t.Helper()
 	r := &replicaEnv{Env: d.Env}
 	objects := r.objects(t)
 	if len(objects) == 0 {
@@ -148,6 +156,12 @@ func (d *tenantDeleteEnv) gone(t *testing.T) {
 	if !control {
 		t.Error("no replica object holds a uuid of the other tenant's vCons: the scan reads nothing")
 	}
+}
+
+// bucketAndServer checks the store's keys, then the server's answers and
+// check --deep.
+func (d *tenantDeleteEnv) bucketAndServer(t *testing.T) {
+	t.Helper()
 	keys := 0
 	err := d.Store().List(context.Background(), "", func(i objstore.Info) error {
 		keys++
@@ -291,5 +305,31 @@ func TestTenantDeleteRoute(t *testing.T) {
 		t.Error("the server's log names the deleted tenant")
 	}
 	p.Stop()
+	d.gone(t)
+}
+
+// TestTenantDeleteParquet: with Parquet storage, the tenant's pack files
+// and manifests go with its objects, and the other tenant's pack runs go
+// on.
+func TestTenantDeleteParquet(t *testing.T) {
+	c := &crashEnv{t: t}
+	e, k, a, _ := packed(t, c, "")
+	d := &tenantDeleteEnv{Env: e, replicaDir: t.TempDir(), acme: k.Tenant, acmeKey: k, acmeV: a, globexV: acked{}}
+	d.globex = e.Tenant("globex")
+	d.gKey = e.NewKey(d.globex, "write", "read")
+	p := e.StartBinary()
+	storeSome(t, e, d.gKey.Token, 3, d.globexV)
+	p.Stop()
+	packs := 0
+	e.Store().List(context.Background(), "", func(i objstore.Info) error {
+		if strings.Contains(i.Key, d.acme+"/parquet/") || strings.Contains(i.Key, d.acme+"/manifest/") {
+			packs++
+		}
+		return nil
+	})
+	if packs == 0 {
+		t.Fatal("the tenant has no pack file nor manifest to delete")
+	}
+	e.CLI("tenant", "delete", "acme", "--confirm", "acme")
 	d.gone(t)
 }

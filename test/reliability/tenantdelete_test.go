@@ -271,6 +271,9 @@ func TestTenantDelete(t *testing.T) {
 func crashTenantDelete(t *testing.T, c *crashEnv, point string) {
 	d := newTenantDeleteEnv(t, c)
 	runKilled(t, d.Env, point, "tenant", "delete", "acme", "--confirm", "acme")
+	if out, errOut, code := d.TryCLI("check"); code != 0 || !strings.Contains(errOut, "1 tenant delete(s) began and did not finish") {
+		t.Fatalf("check after the cut delete: exit %d\n%s%s", code, out, errOut)
+	}
 	recoverAndCheck(t, d.Env, d.gKey.Token, d.globexV)
 	var got struct{ State string }
 	if err := json.Unmarshal([]byte(d.CLI("tenant", "delete", d.acme)), &got); err != nil || got.State != "done" {

@@ -121,3 +121,53 @@ func TestTenantDeleteRows(t *testing.T) {
 		t.Fatalf("the deletion after its rows: %+v %v", got, err)
 	}
 }
+
+// BenchmarkTenantDelete times the catalog's side of a tenant's delete
+// (its first transaction, then every row a page at a time) for a tenant of
+// 20,000 versions with 4 search tokens each, beside another tenant's.
+func BenchmarkTenantDelete(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		c, _, err := Create(ctx, b.TempDir(), []byte("check"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ts [2]Tenant
+		for i, name := range []string{"acme", "globex"} {
+			if ts[i], err = c.NewTenant(ctx, name, CLI); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for page := 0; page < 20; page++ {
+			err = c.Update(ctx, func(tx *Tx) error {
+				for _, tn := range ts {
+					for range 1000 {
+						v := Version{ID: ids.NewRandom(), Tenant: tn.ID, UUID: ids.NewRandom(), WrappedKey: []byte("k"), Location: InDir, Form: vocab.FormUnsigned}
+						if _, err := tx.InsertVersion(v, CreateOnly); err != nil {
+							return err
+						}
+						if err := tx.AddTokens(tn.ID, v.ID, [][16]byte{{1}, {2}, {3}, {4}}); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		d, _, err := c.BeginTenantDelete(ctx, ts[0].ID, CLI)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.DeleteTenantRows(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		c.Close()
+		b.StartTimer()
+	}
+}

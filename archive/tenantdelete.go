@@ -28,7 +28,8 @@ import (
 //  3. every object under the tenant's folders deleted and proven gone:
 //     sealed objects, tombstones, pack files, manifests;
 //  4. every row of the tenant deleted, a page per transaction, the tenants
-//     row last; with a replica, a compaction, so that neither its objects
+//     row last; its folders emptied once more (a store in flight at step 1);
+//     with a replica, a compaction, so that neither its objects
 //     nor the catalog's change log hold them; a checkpoint;
 //  5. the receipt signed, as an erasure's is, and recorded.
 //
@@ -212,7 +213,13 @@ func (a *Archive) deleteTenantData(ctx context.Context, d catalog.TenantDeletion
 		return err
 	}
 	crashpoint.Hit(crashpoint.TenantDeleteAfterObjects)
-	return a.Cat.DeleteTenantRows(ctx, d)
+	if err := a.Cat.DeleteTenantRows(ctx, d); err != nil {
+		return err
+	}
+	// A store that passed its key's check before step 1 and committed
+	// after the listing above left an object whose row step 4 deleted;
+	// none commits from here, with the tenants row gone: list once more.
+	return a.deleteTenantObjects(ctx, d.Tenant)
 }
 
 // tenantPrefixes are the folders of every object of tenant in the store

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -51,11 +52,15 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &body) {
 		return
 	}
+	// Once begun, the delete runs to its end (or to a failure the sweep
+	// takes up) even if the client goes: a delete cut between its steps
+	// would wait for the next sweep, with its key destroyed already.
+	ctx := context.WithoutCancel(r.Context())
 	var d catalog.TenantDeletion
-	t, err := s.Cat.Tenant(r.Context(), id)
+	t, err := s.Cat.Tenant(ctx, id)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
-		d, err = s.Archive.FinishTenantDelete(r.Context(), id)
+		d, err = s.Archive.FinishTenantDelete(ctx, id)
 		if errors.Is(err, archive.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "no such tenant")
 			return
@@ -67,7 +72,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `a tenant's delete destroys every version of it for good: confirm it with the body {"confirm":"<the tenant's name>"}`)
 		return
 	default:
-		d, err = s.Archive.DeleteTenant(r.Context(), id, by(r))
+		d, err = s.Archive.DeleteTenant(ctx, id, by(r))
 	}
 	if err != nil {
 		s.failErr(w, r, err)

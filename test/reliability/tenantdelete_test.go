@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/masterkey"
 	"github.com/vcon-server/vcon-server/objstore"
@@ -64,6 +65,16 @@ func newTenantDeleteEnvAt(t *testing.T, c *crashEnv, s3 bool) *tenantDeleteEnv {
 		t.Fatal(err)
 	}
 	d.wrapped = row.Wrapped
+	// The replica holds the key before the delete, as the scans after it
+	// look for it.
+	r := &replicaEnv{Env: e}
+	held := false
+	for _, k := range r.objects(t) {
+		held = held || bytes.Contains(r.open(t, k), d.wrapped)
+	}
+	if !held {
+		t.Fatal("no replica object holds the tenant's wrapped key before the delete: the scans would find nothing")
+	}
 	return d
 }
 
@@ -273,6 +284,15 @@ func crashTenantDelete(t *testing.T, c *crashEnv, point string) {
 	runKilled(t, d.Env, point, "tenant", "delete", "acme", "--confirm", "acme")
 	if out, errOut, code := d.TryCLI("check"); code != 0 || !strings.Contains(errOut, "1 tenant delete(s) began and did not finish") {
 		t.Fatalf("check after the cut delete: exit %d\n%s%s", code, out, errOut)
+	}
+	if point == crashpoint.TenantDeleteAfterObjects {
+		// Step 2 came before the objects: the replica forgot the key.
+		r := &replicaEnv{Env: d.Env}
+		for _, k := range r.objects(t) {
+			if bytes.Contains(r.open(t, k), d.wrapped) {
+				t.Fatalf("the replica's %s still holds the tenant's key after its objects went", k)
+			}
+		}
 	}
 	recoverAndCheck(t, d.Env, d.gKey.Token, d.globexV)
 	var got struct{ State string }

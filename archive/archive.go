@@ -52,6 +52,9 @@ type Config struct {
 	// of an object", step 1), and a new pack file is written only once
 	// the replica holds its pending row ("Pack run", step 2).
 	Replica Replica
+	// DataDir, when set, is the data directory: a tenant's delete removes
+	// its emptied folders there, whose names are the tenant's id.
+	DataDir string
 }
 
 // Replica is the catalog's replica as the archive sees it: Sync returns
@@ -70,6 +73,7 @@ type Archive struct {
 	flights purgeFlights // the purges being finished, by version
 	erasing sync.Map     // ids.ID → true: the erasures a call of this process runs (erase.go)
 	tkeys   tenantKeys   // the tenant keys unwrapped so far (tenantkeys.go)
+	tdels   sync.Map     // ids.ID → true: the tenant deletes a call of this process runs (tenantdelete.go)
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

@@ -402,5 +402,9 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 	if err := a.FinishErasures(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	// So is a tenant's delete (docs/FORMAT.md, "Tenant delete").
+	if err := a.FinishTenantDeletes(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return done, errors.Join(errs...)
 }

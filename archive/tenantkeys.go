@@ -123,14 +123,6 @@ func (a *Archive) TenantKeysFailing() int {
 	return len(a.tkeys.failing)
 }
 
-// ForgetTenantKey drops tenant's unwrapped key, so that its next use reads
-// its row again (tenant set-key run by this process).
-func (a *Archive) ForgetTenantKey(tenant ids.ID) {
-	a.tkeys.mu.Lock()
-	defer a.tkeys.mu.Unlock()
-	delete(a.tkeys.keys, tenant)
-}
-
 // unwrapTenantKey reads and unwraps tenant's key, made first if it has
 // none. Every key is read again after KeyCache, so that a key set or
 // destroyed by another process (tenant set-key, tenant delete) takes
@@ -296,4 +288,13 @@ func (a *Archive) dataKey(ctx context.Context, v catalog.Version) (seal.DataKey,
 		return seal.DataKey{}, errors.Join(ErrDamaged, err)
 	}
 	return dk, nil
+}
+
+// forget drops tenant's key from this process's memory, once its row is
+// deleted (a tenant's delete, tenantdelete.go): nothing of it opens here
+// after, as nowhere else.
+func (t *tenantKeys) forget(tenant ids.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.keys, tenant)
 }

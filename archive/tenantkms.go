@@ -55,7 +55,7 @@ func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey str
 	if err := a.Cat.SetTenantKeyWrap(ctx, tenant, row.Wrapped, next, by); err != nil {
 		return err
 	}
-	a.ForgetTenantKey(tenant)
+	a.tkeys.forget(tenant)
 	return nil
 }
 

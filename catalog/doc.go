@@ -24,6 +24,7 @@
 //	lock.go          (serve.lock beside the file)                               The data directory
 //	tenants.go       tenants                                                    The catalog
 //	tenantkeys.go    tenant_keys, versions.wrapped_key (the move), meta.key_move  Tenant keys
+//	tenantdelete.go  tenant_deletions, every table with a tenant column         Tenant delete
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog
 //	holds.go         vcons.held                                                 The catalog

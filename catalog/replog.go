@@ -284,6 +284,7 @@ func lastChange(ctx context.Context, q rowQuerier) (int64, error) {
 }
 
 // Secrets names, per table, the column whose clearing must reach every
-// copy: a version's wrapped data key, destroyed by a purge. A replica
+// copy: a version's wrapped data key, destroyed by a purge, and a
+// tenant's wrapped key, whose row a tenant's delete deletes. A replica
 // rewrites what held a cleared one (docs/FORMAT.md, "Replica rollover").
-var Secrets = map[string]string{"versions": "wrapped_key"}
+var Secrets = map[string]string{"versions": "wrapped_key", "tenant_keys": "wrapped"}

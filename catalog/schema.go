@@ -304,4 +304,26 @@ CREATE TABLE tenant_keys (
 	made_at   INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+
+	// 12: a tenant removed for good (docs/FORMAT.md, "Tenant delete"):
+	// one row per deletion, written by the transaction that destroys the
+	// tenant's key, kept after the tenant's rows are gone with its counts
+	// and its signed receipt. A tenant with a row here is deleting: no
+	// lookup finds it and no key is made for it.
+	`
+CREATE TABLE tenant_deletions (
+	id           BLOB PRIMARY KEY,
+	tenant       BLOB NOT NULL UNIQUE,
+	actor        TEXT NOT NULL,
+	label        TEXT NOT NULL,
+	requested_at INTEGER NOT NULL,
+	vcons        INTEGER NOT NULL,
+	versions     INTEGER NOT NULL,
+	digest       TEXT NOT NULL,
+	kms_key      TEXT,
+	rows_done_at INTEGER,
+	done_at      INTEGER,
+	receipt      TEXT
+) WITHOUT ROWID;
+`,
 }

@@ -71,7 +71,7 @@ func (c *Catalog) SearchBacklog(ctx context.Context) ([]SearchState, error) {
 		copy(s.Tenant[:], id)
 		copy(s.Cursor[:], cursor)
 		return s, nil
-	}, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0 ORDER BY id`)
+	}, `SELECT id, search, search_cursor FROM tenants WHERE search <> 'off' AND search_built = 0`+notDeleting+` ORDER BY id`)
 }
 
 // SearchProgress records how far a tenant's background indexing went,

@@ -56,8 +56,9 @@ func (tx *Tx) addTenantKey(k TenantKey) error {
 	if err := tx.requireKeyCheck(k.MasterCheck); err != nil {
 		return err
 	}
-	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now))
+	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) SELECT ?, ?, ?, ?, ?
+		WHERE NOT EXISTS (SELECT 1 FROM tenant_deletions WHERE tenant = ?)
+		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now), k.Tenant[:])
 	if err != nil {
 		return fmt.Errorf("catalog: add tenant key: %w", err)
 	}
@@ -90,7 +91,7 @@ func (tx *Tx) resetSearchIfNot(tenant ids.ID, check []byte) error {
 // catalog made before tenant keys, until the move makes theirs.
 func (c *Catalog) TenantsWithoutKey(ctx context.Context) ([]ids.ID, error) {
 	return queryAll(ctx, c.db, "tenants without a key", scanID,
-		`SELECT id FROM tenants WHERE id NOT IN (SELECT tenant FROM tenant_keys) ORDER BY id`)
+		`SELECT id FROM tenants WHERE id NOT IN (SELECT tenant FROM tenant_keys)`+notDeleting+` ORDER BY id`)
 }
 
 // qUnmoved pages through the data keys still under the master key (their

@@ -67,6 +67,11 @@ func (tx *Tx) updateTenant(q string, args ...any) error {
 
 const tenantCols = `id, name, metadata, retention_days, created_at, search`
 
+// notDeleting keeps out of every lookup a tenant being deleted: from the
+// transaction that destroyed its key on, it is unknown (docs/FORMAT.md,
+// "Tenant delete").
+const notDeleting = ` AND id NOT IN (SELECT tenant FROM tenant_deletions)`
+
 func scanTenant(r row) (Tenant, error) {
 	var t Tenant
 	var id []byte
@@ -89,12 +94,12 @@ func scanTenant(r row) (Tenant, error) {
 
 // Tenant finds a tenant by id.
 func (c *Catalog) Tenant(ctx context.Context, id ids.ID) (Tenant, error) {
-	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
+	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`+notDeleting, id[:]))
 }
 
 // Tenant reads a tenant inside a write transaction.
 func (tx *Tx) Tenant(id ids.ID) (Tenant, error) {
-	return scanTenant(tx.queryRow(`SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id[:]))
+	return scanTenant(tx.queryRow(`SELECT `+tenantCols+` FROM tenants WHERE id = ?`+notDeleting, id[:]))
 }
 
 // FindTenant finds a tenant by its id in text or by its name, as commands
@@ -106,12 +111,12 @@ func (c *Catalog) FindTenant(ctx context.Context, idOrName string) (Tenant, erro
 			return t, err
 		}
 	}
-	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`, idOrName))
+	return scanTenant(c.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`+notDeleting, idOrName))
 }
 
 // Tenants lists every tenant by name.
 func (c *Catalog) Tenants(ctx context.Context) ([]Tenant, error) {
-	return queryAll(ctx, c.db, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
+	return queryAll(ctx, c.db, "tenants", scanTenant, `SELECT `+tenantCols+` FROM tenants WHERE true`+notDeleting+` ORDER BY name`)
 }
 
 // NewTenant creates a tenant and records it in the admin log. Its key is

@@ -58,6 +58,37 @@ func (r *Replica) Forget(ctx context.Context) error {
 	return err
 }
 
+// Compact writes a generation that cuts again every shard holding a row
+// changed since its base, with no segment and no fold, and trims the
+// catalog's change log to it: after a tenant's delete, neither the
+// replica's objects hold its rows nor the log their keys (docs/FORMAT.md,
+// "Tenant delete", step 4).
+func (r *Replica) Compact(ctx context.Context) error {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := r.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.settle(ctx, st); err != nil {
+		r.note(err)
+		return err
+	}
+	mode := compact
+	if r.needsGeneration(ctx, st) != "" {
+		mode = full
+	}
+	if st != nil && st.Restored && mode != full {
+		r.carryOn(st)
+	}
+	err = r.rollover(ctx, st, mode)
+	r.note(err)
+	return err
+}
+
 // Rotate writes a whole generation sealed under the (new) master key and
 // deletes every object sealed under the old one.
 func (r *Replica) Rotate(ctx context.Context) error {

@@ -52,6 +52,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnprocessableEntity, msgEraseTooMany(tooMany)
 	case errors.Is(err, archive.ErrEraseNothing):
 		return http.StatusBadRequest, msgEraseNothing
+	case errors.Is(err, archive.ErrTenantHeld):
+		return http.StatusConflict, err.Error()
+	case errors.As(err, new(*archive.TenantDeletePending)):
+		return http.StatusServiceUnavailable, msgTenantDeletePending
 	case errors.Is(err, catalog.ErrHeld):
 		return http.StatusConflict, "the vCon is under legal hold; an operator must release the hold before it can be deleted"
 	case errors.Is(err, archive.ErrNotFound), errors.Is(err, catalog.ErrNotFound):

@@ -28,7 +28,7 @@ func TestRouteErrors(t *testing.T) {
 		{"unknown admin path", "POST", "/admin/nope", ops.Token, 404, "", `{"error":"no such resource"}`},
 		{"wrong method", "POST", "/health", "", 405, "GET, HEAD", `{"error":"this route does not take POST; it takes GET, HEAD"}`},
 		{"wrong method on a route with a key", "DELETE", "/vcons", reader.Token, 405, "GET, HEAD, POST", `{"error":"this route does not take DELETE; it takes GET, HEAD, POST"}`},
-		{"wrong method on an admin route", "POST", "/admin/tenants/" + tenant, ops.Token, 405, "GET, HEAD", `{"error":"this route does not take POST; it takes GET, HEAD"}`},
+		{"wrong method on an admin route", "POST", "/admin/tenants/" + tenant, ops.Token, 405, "DELETE, GET, HEAD", `{"error":"this route does not take POST; it takes DELETE, GET, HEAD"}`},
 		{"unknown uuid", "GET", "/vcons/" + unknown, reader.Token, 404, "", `{"error":"no such vCon"}`},
 		{"unknown uuid's versions", "GET", "/vcons/" + unknown + "/versions", reader.Token, 404, "", `{"error":"no such vCon"}`},
 		{"unknown tenant", "GET", "/admin/tenants/" + unknown, ops.Token, 404, "", `{"error":"no such tenant"}`},

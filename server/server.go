@@ -96,6 +96,7 @@ func (s *Server) routes() []route {
 		operator("POST /admin/tenants", catalog.ScopeTenants, s.createTenant),
 		operator("GET /admin/tenants", catalog.ScopeTenants, s.listTenants),
 		operator("GET /admin/tenants/{id}", catalog.ScopeTenants, s.showTenant),
+		operator("DELETE /admin/tenants/{id}", catalog.ScopeTenants, s.deleteTenant),
 		operator("PUT /admin/tenants/{id}/metadata", catalog.ScopeTenants, s.setMetadata),
 		operator("PUT /admin/tenants/{id}/retention", catalog.ScopeTenants, s.setRetention),
 		operator("PUT /admin/tenants/{id}/search", catalog.ScopeTenants, s.setSearch),

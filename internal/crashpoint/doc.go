@@ -27,6 +27,11 @@ const (
 	EraseAfterKeys   = "erase-after-keys"   // every batch of the erasure taken: its vCons hidden and its keys destroyed, not checkpointed
 	EraseAfterPurges = "erase-after-purges" // every purge of the erasure done, the erasure not yet recorded done
 
+	// A tenant's delete (docs/FORMAT.md, "Tenant delete").
+	TenantDeleteAfterKey     = "tenant-delete-after-key"     // the tenant's key destroyed and it marked deleting, checkpointed; its objects and rows all there
+	TenantDeleteAfterObjects = "tenant-delete-after-objects" // the tenant's objects deleted and proven gone, its rows still there
+	TenantDeleteAfterRows    = "tenant-delete-after-rows"    // every row of the tenant deleted, the deletion not yet recorded done
+
 	// Parquet storage (docs/parquet-storage.md).
 	PackAfterPut       = "pack-after-put"       // new pack file PUT, catalog row still pending
 	PackAfterCommit    = "pack-after-commit"    // versions moved to the file, manifest and objects not yet

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -248,6 +249,7 @@ func replicaBehind(r *runner, writer, deleter, ops, tenant string) {
 		r.expect(503, "a webhook setting while the replica is behind", true, "PUT", at+"/webhook", ops, []byte(`{"url":"off"}`), js...),
 		r.expect(503, "a hold while the replica is behind", true, "PUT", at+"/holds/"+u, ops, nil),
 		r.expect(503, "a release while the replica is behind", true, "DELETE", at+"/holds/"+u, ops, nil),
+		r.expect(503, "a tenant's delete while the replica is behind", true, "DELETE", at, ops, []byte(`{"confirm":"acme"}`), js...),
 	} {
 		if x.RespHeader.Get("Retry-After") == "" {
 			r.t.Errorf("%s, want Retry-After", x)
@@ -397,4 +399,25 @@ func admin(r *runner, ops, tenant string) {
 	r.expect(400, "the admin log after what is not a cursor", false, "GET", "/admin/log?after=x", ops, nil)
 	r.expect(200, "health", true, "GET", "/health", "", nil)
 	r.expect(200, "this document", true, "GET", "/openapi.json", "", nil)
+
+	tenantDelete(r, ops, js)
+}
+
+// tenantDelete drives DELETE /admin/tenants/{id} through its answers, on a
+// tenant made for it.
+func tenantDelete(r *runner, ops string, js []string) {
+	var made struct{ ID string }
+	if err := json.Unmarshal(r.expect(201, "a tenant to delete", true, "POST", "/admin/tenants", ops, []byte(`{"name":"umbrella"}`), js...).RespBody, &made); err != nil {
+		r.t.Fatal(err)
+	}
+	at := "/admin/tenants/" + made.ID
+	u := ids.NewRandom().String()
+	r.expect(400, "a tenant's delete not confirmed", false, "DELETE", at, ops, []byte(`{"confirm":"umbrell"}`), js...)
+	r.expect(200, "a hold", true, "PUT", at+"/holds/"+u, ops, nil)
+	r.expect(409, "a tenant's delete while a vCon is held", true, "DELETE", at, ops, []byte(`{"confirm":"umbrella"}`), js...)
+	r.expect(200, "a release", true, "DELETE", at+"/holds/"+u, ops, nil)
+	r.expect(200, "a tenant's delete", true, "DELETE", at, ops, []byte(`{"confirm":"umbrella"}`), js...)
+	r.expect(404, "a deleted tenant", true, "GET", at, ops, nil)
+	r.expect(200, "a tenant's delete again: its receipt", true, "DELETE", at, ops, []byte(`{"confirm":"umbrella"}`), js...)
+	r.expect(404, "the delete of a tenant never made", true, "DELETE", "/admin/tenants/"+ids.NewRandom().String(), ops, []byte(`{"confirm":"x"}`), js...)
 }

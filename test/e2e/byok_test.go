@@ -206,3 +206,44 @@ func grepLines(b []byte, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestDeletedTenantGoneFromCopies: under kms.tenant_keys = "kms", tenant
+// create has the key service make the tenant's key, and tenant delete
+// schedules that key's deletion: a copy of the whole host (configuration,
+// master key file, data directory with its catalog and objects) taken
+// before the delete then opens none of the tenant's versions, while the
+// other tenant's read as before.
+func TestDeletedTenantGoneFromCopies(t *testing.T) {
+	a := kmstest.StartLocalKMS(t)
+	toml := strings.Replace(a.TOML(), "provider = \"awskms\"\n", "provider = \"awskms\"\ntenant_keys = \"kms\"\n", 1)
+	e := testenv.Prepare(t, testenv.Options{Storage: toml})
+	e.Start()
+	gone, kept := e.Tenant("gone"), e.Tenant("kept")
+	show := e.CLI("tenant", "show", "gone")
+	if !strings.Contains(show, `"wrapped_by":"kms"`) || !strings.Contains(show, `"state":"opens"`) {
+		t.Fatalf("a tenant made under tenant_keys = \"kms\": %s", show)
+	}
+	kGone, kKept := e.NewKey(gone, "write", "read"), e.NewKey(kept, "write", "read")
+	goneBodies, keptBodies := storeMany(t, e, kGone.Token, 3), storeMany(t, e, kKept.Token, 3)
+	e.Stop()
+
+	before := copyHost(t, e)
+	out, errOut, code := e.TryCLI("tenant", "delete", "gone", "--confirm", "gone")
+	if code != 0 || !strings.Contains(out, `"receipt"`) {
+		t.Fatalf("tenant delete: %d %s %s", code, out, errOut)
+	}
+	e.Start()
+	readsBack(t, e, kKept.Token, keptBodies)
+	e.Stop()
+
+	// The copy still holds the tenant's rows, objects and wrapped key, but
+	// the key service no longer unwraps it.
+	before.Start()
+	for u := range goneBodies {
+		r := before.Do("GET", "/vcons/"+u, kGone.Token, nil)
+		if r.Status != 403 || !strings.Contains(string(r.Body), "refused") {
+			t.Errorf("the copy taken before the delete reads %s: %d %s", u, r.Status, r.Body)
+		}
+	}
+	readsBack(t, before, kKept.Token, keptBodies)
+}

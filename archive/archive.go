@@ -26,13 +26,11 @@ type Config struct {
 	// Objects.
 	Loc catalog.Location
 	Key *seal.MasterKey
-	// TenantKMS makes the Wrapper of a tenant's own KMS key
-	// (kms.ForKey over [kms]); nil without [kms], where no tenant has one.
-	TenantKMS func(key string) (kms.Wrapper, error)
-	// KeyAdmin makes and deletes keys in the key service of [kms] (vault
-	// and awskms): a tenant's own key is deleted with the tenant, and with
-	// KMSTenantKeys (kms.tenant_keys = "kms") each new tenant gets one.
-	KeyAdmin      kms.KeyAdmin
+	// KeyServices reaches the key services of tenants' own keys (the
+	// services of [kms]); nil without [kms], where no tenant has one.
+	KeyServices KeyServices
+	// KMSTenantKeys (kms.tenant_keys = "kms") gives each new tenant a key
+	// of its own, made in its key service.
 	KMSTenantKeys bool
 	// KeyCache is how long a tenant key its own KMS key wraps stays
 	// unwrapped in memory (kms.key_cache; 300 s when zero).
@@ -55,6 +53,19 @@ type Config struct {
 	// DataDir, when set, is the data directory: a tenant's delete removes
 	// its emptied folders there, whose names are the tenant's id.
 	DataDir string
+}
+
+// KeyServices are the key services that hold tenants' own keys
+// (docs/keys.md): [kms]'s own, named "", and each [kms.tenant.NAME] table,
+// named NAME, with credentials of their own.
+type KeyServices interface {
+	// ServiceOf names the service of the tenant named tenant's own key.
+	ServiceOf(tenant string) string
+	// Key makes the Wrapper of key on service.
+	Key(service, key string) (kms.Wrapper, error)
+	// Admin makes and deletes keys on service; an error for a service
+	// that cannot (programs of one's own).
+	Admin(service string) (kms.KeyAdmin, error)
 }
 
 // Replica is the catalog's replica as the archive sees it: Sync returns

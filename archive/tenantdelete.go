@@ -23,7 +23,7 @@ import (
 //     keys revoked and its webhook removed, the admin log's record; then a
 //     checkpoint, so that the wrapped key is in no page of the catalog;
 //     then, for a key wrapped by a KMS key of the tenant's own, that KMS
-//     key's deletion scheduled (Config.KeyAdmin);
+//     key's deletion scheduled (Config.KeyServices);
 //  2. with a replica, a rollover that forgets the key, as a purge's does;
 //  3. every object under the tenant's folders deleted and proven gone:
 //     sealed objects, tombstones, pack files, manifests;
@@ -129,16 +129,20 @@ func (a *Archive) resumeTenantDelete(ctx context.Context, d catalog.TenantDeleti
 }
 
 // deleteKMSKey schedules the deletion of the KMS key of the tenant's own
-// that wrapped its key, with the KeyAdmin of [kms], and forgets it once
+// that wrapped its key, on its key service, and forgets it once
 // that is done. A key wrapped by the master key (KMSKey empty) has none.
 func (a *Archive) deleteKMSKey(ctx context.Context, d catalog.TenantDeletion) error {
 	if d.KMSKey == "" {
 		return nil
 	}
-	if a.KeyAdmin == nil {
-		return errors.New("the tenant's key is wrapped by a KMS key of its own, and this process has no [kms] able to delete keys (vault or awskms) to schedule that key's deletion; run it with the [kms] table that names it")
+	if a.KeyServices == nil {
+		return errors.New("the tenant's key is wrapped by a KMS key of its own, and this process has no [kms] to schedule that key's deletion; run it with the [kms] table that names it")
 	}
-	if err := a.KeyAdmin.DeleteKey(ctx, d.KMSKey); err != nil {
+	admin, err := a.KeyServices.Admin(d.KMSService)
+	if err != nil {
+		return err
+	}
+	if err := admin.DeleteKey(ctx, d.KMSKey); err != nil {
 		return fmt.Errorf("schedule the deletion of the tenant's KMS key: %w", err)
 	}
 	return a.Cat.KMSKeyDeletionScheduled(ctx, d.ID)

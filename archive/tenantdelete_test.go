@@ -11,6 +11,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/kms"
 	"github.com/vcon-server/vcon-server/internal/receipt"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -91,7 +92,7 @@ func TestTenantDeleteWaitsForStorage(t *testing.T) {
 }
 
 // TestTenantDeleteKMSHook: a tenant key wrapped by a KMS key of the
-// tenant's own has that key's deletion scheduled through Config.KeyAdmin,
+// tenant's own has that key's deletion scheduled on its key service,
 // once; without one the delete waits, its tenant's key destroyed all the
 // same.
 func TestTenantDeleteKMSHook(t *testing.T) {
@@ -105,7 +106,7 @@ func TestTenantDeleteKMSHook(t *testing.T) {
 		t.Fatalf("a delete without the KMS hook: %v", err)
 	}
 	admin := &deletions{}
-	a.KeyAdmin = admin
+	a.KeyServices = admin
 	scheduled := &admin.keys
 	d, err := a.FinishTenantDelete(ctx, tenant)
 	if err != nil || d.DoneAt == nil || d.KMSKey != "" {
@@ -119,8 +120,17 @@ func TestTenantDeleteKMSHook(t *testing.T) {
 	}
 }
 
-// deletions records the keys it is asked to delete; it makes none.
+// deletions is a key service that records the keys it is asked to
+// delete, and makes and wraps none.
 type deletions struct{ keys []string }
+
+func (d *deletions) ServiceOf(string) string { return "" }
+
+func (d *deletions) Key(string, string) (kms.Wrapper, error) {
+	return nil, errors.New("no key is used here")
+}
+
+func (d *deletions) Admin(string) (kms.KeyAdmin, error) { return d, nil }
 
 func (d *deletions) NewKey(context.Context, string) (string, error) {
 	return "", errors.New("no key is made here")

@@ -147,24 +147,26 @@ func (a *Archive) keyCache() time.Duration {
 	return 300 * time.Second
 }
 
-// tenantWrapper is the Wrapper of a tenant's own KMS key, made once.
-func (a *Archive) tenantWrapper(key string) (kms.Wrapper, error) {
-	if a.TenantKMS == nil {
+// tenantWrapper is the Wrapper of a tenant's own KMS key on service, made
+// once.
+func (a *Archive) tenantWrapper(service, key string) (kms.Wrapper, error) {
+	if a.KeyServices == nil {
 		return nil, fmt.Errorf("a tenant's key is wrapped by its own KMS key %q, and the configuration has no [kms] table to reach it; restore the [kms] table (docs/keys.md)", key)
 	}
 	a.tkeys.mu.Lock()
 	defer a.tkeys.mu.Unlock()
-	if w := a.tkeys.wrappers[key]; w != nil {
+	name := service + "\x00" + key
+	if w := a.tkeys.wrappers[name]; w != nil {
 		return w, nil
 	}
-	w, err := a.TenantKMS(key)
+	w, err := a.KeyServices.Key(service, key)
 	if err != nil {
 		return nil, err
 	}
 	if a.tkeys.wrappers == nil {
 		a.tkeys.wrappers = map[string]kms.Wrapper{}
 	}
-	a.tkeys.wrappers[key] = w
+	a.tkeys.wrappers[name] = w
 	return w, nil
 }
 
@@ -234,34 +236,41 @@ func newTenantKey(tenant ids.ID, wrap func(raw []byte) ([]byte, string, error)) 
 // is then refused (its name taken) is deleted again.
 func (a *Archive) NewTenant(ctx context.Context, name string, by catalog.Actor) (catalog.Tenant, error) {
 	id := ids.NewRandom()
-	k, err := NewTenantKey(a.Key)(id)
-	if a.KMSTenantKeys && a.KeyAdmin != nil {
-		k, err = newTenantKey(id, func(raw []byte) ([]byte, string, error) {
-			key, err := a.KeyAdmin.NewKey(ctx, "vcon-server-tenant-"+id.String())
-			if err != nil {
-				return nil, "", fmt.Errorf("the key service did not make the new tenant's key, so no tenant was made: %w; grant the credentials of [kms] the making of keys, or set kms.tenant_keys = \"master\" (docs/keys.md)", err)
-			}
-			wrapped, err := a.wrapOwn(ctx, id, key, raw)
-			if err != nil {
-				a.dropKMSKey(ctx, key)
-			}
-			return wrapped, key, err
-		})
+	if !a.KMSTenantKeys || a.KeyServices == nil {
+		k, err := NewTenantKey(a.Key)(id)
+		if err != nil {
+			return catalog.Tenant{}, err
+		}
+		return a.Cat.NewTenantKeyed(ctx, name, by, k)
 	}
+	service := a.KeyServices.ServiceOf(name)
+	admin, err := a.KeyServices.Admin(service)
 	if err != nil {
 		return catalog.Tenant{}, err
 	}
-	t, err := a.Cat.NewTenantKeyed(ctx, name, by, k)
-	if err != nil && k.KMSKey != "" {
-		a.dropKMSKey(ctx, k.KMSKey)
+	key, err := admin.NewKey(ctx, "vcon-server-tenant-"+id.String())
+	if err != nil {
+		return catalog.Tenant{}, fmt.Errorf("the key service did not make the new tenant's key, so no tenant was made: %w; grant the credentials of [kms] the making of keys, or set kms.tenant_keys = \"master\" (docs/keys.md)", err)
+	}
+	k, err := newTenantKey(id, func(raw []byte) ([]byte, string, error) {
+		w, err := a.wrapOwn(ctx, id, service, key, raw)
+		return w, key, err
+	})
+	k.KMSService = service
+	var t catalog.Tenant
+	if err == nil {
+		t, err = a.Cat.NewTenantKeyed(ctx, name, by, k)
+	}
+	if err != nil {
+		dropKMSKey(ctx, a, admin, key)
 	}
 	return t, err
 }
 
 // dropKMSKey deletes a key made for a tenant that was not made, logging
 // (without the key's name) a deletion that failed.
-func (a *Archive) dropKMSKey(ctx context.Context, key string) {
-	if err := a.KeyAdmin.DeleteKey(context.WithoutCancel(ctx), key); err != nil {
+func dropKMSKey(ctx context.Context, a *Archive, admin kms.KeyAdmin, key string) {
+	if err := admin.DeleteKey(context.WithoutCancel(ctx), key); err != nil {
 		a.logError("tenant create: deleting the key made for a tenant that was not made", errors.New("the key service refused or could not be reached"))
 	}
 }

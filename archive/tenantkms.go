@@ -20,8 +20,17 @@ import (
 // key the server may encrypt with but not decrypt with is refused while
 // the old wrapping still holds. A running server takes it within its
 // key cache (kms.key_cache). It needs the Archive's master key and, for a
-// KMS key, its TenantKMS.
+// KMS key, its KeyServices; the key is on the service of the tenant's
+// [kms.tenant.NAME] table if it has one.
 func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey string, by catalog.Actor) error {
+	t, err := a.Cat.Tenant(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	service := ""
+	if kmsKey != "" && a.KeyServices != nil {
+		service = a.KeyServices.ServiceOf(t.Name)
+	}
 	row, err := a.Cat.TenantKey(ctx, tenant)
 	if errors.Is(err, catalog.ErrNotFound) {
 		row, err = makeTenantKey(ctx, a.Cat, a.Key, tenant)
@@ -38,12 +47,12 @@ func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey str
 	if kmsKey == "" {
 		wrapped, err = a.Key.WrapTenantKey(tenant, raw)
 	} else {
-		wrapped, err = a.wrapOwn(ctx, tenant, kmsKey, raw)
+		wrapped, err = a.wrapOwn(ctx, tenant, service, kmsKey, raw)
 	}
 	if err != nil {
 		return err
 	}
-	next := catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: row.Check, KMSKey: kmsKey}
+	next := catalog.TenantKey{Tenant: tenant, Wrapped: wrapped, Check: row.Check, KMSKey: kmsKey, KMSService: service}
 	if kmsKey == "" {
 		next.MasterCheck = a.Key.CheckValue()
 	}
@@ -59,8 +68,8 @@ func (a *Archive) SetTenantKMSKey(ctx context.Context, tenant ids.ID, kmsKey str
 	return nil
 }
 
-func (a *Archive) wrapOwn(ctx context.Context, tenant ids.ID, kmsKey string, raw []byte) ([]byte, error) {
-	w, err := a.tenantWrapper(kmsKey)
+func (a *Archive) wrapOwn(ctx context.Context, tenant ids.ID, service, kmsKey string, raw []byte) ([]byte, error) {
+	w, err := a.tenantWrapper(service, kmsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +91,7 @@ func (a *Archive) unwrapRow(ctx context.Context, row catalog.TenantKey) (k *seal
 			return nil, nil, errors.Join(ErrDamaged, fmt.Errorf("a tenant's key does not open: %w", err))
 		}
 	} else {
-		w, err := a.tenantWrapper(row.KMSKey)
+		w, err := a.tenantWrapper(row.KMSService, row.KMSKey)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -299,9 +299,10 @@ CREATE INDEX versions_by_uuid ON versions (tenant, uuid, id, stored_at);
 CREATE TABLE tenant_keys (
 	tenant    BLOB PRIMARY KEY,
 	wrapped   BLOB NOT NULL,
-	key_check BLOB NOT NULL,
-	kms_key   TEXT,
-	made_at   INTEGER NOT NULL
+	key_check   BLOB NOT NULL,
+	kms_key     TEXT,
+	kms_service TEXT,
+	made_at     INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
 
@@ -321,6 +322,7 @@ CREATE TABLE tenant_deletions (
 	versions     INTEGER NOT NULL,
 	digest       TEXT NOT NULL,
 	kms_key      TEXT,
+	kms_service  TEXT,
 	rows_done_at INTEGER,
 	done_at      INTEGER,
 	receipt      TEXT

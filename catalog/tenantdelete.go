@@ -33,10 +33,12 @@ type TenantDeletion struct {
 	Digest string
 	// KMSKey is the KMS key of the tenant's own that wrapped its key,
 	// until its deletion is scheduled; empty with the master key.
-	KMSKey     string
-	RowsDoneAt *time.Time
-	DoneAt     *time.Time
-	Receipt    string
+	// KMSService is the [kms.tenant.NAME] table that reaches it (empty:
+	// [kms]'s own).
+	KMSKey, KMSService string
+	RowsDoneAt         *time.Time
+	DoneAt             *time.Time
+	Receipt            string
 }
 
 // HeldError refuses the delete of a tenant with vCons under legal hold.
@@ -67,13 +69,13 @@ func (c *Catalog) BeginTenantDelete(ctx context.Context, tenant ids.ID, by Actor
 			return &HeldError{Held: held}
 		}
 		k = TenantKey{Tenant: tenant}
-		var kms sql.NullString
-		err := tx.queryRow(`SELECT wrapped, key_check, kms_key FROM tenant_keys WHERE tenant = ?`, tenant[:]).Scan(&k.Wrapped, &k.Check, &kms)
+		var kms, service sql.NullString
+		err := tx.queryRow(`SELECT wrapped, key_check, kms_key, kms_service FROM tenant_keys WHERE tenant = ?`, tenant[:]).Scan(&k.Wrapped, &k.Check, &kms, &service)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("catalog: read tenant key: %w", err)
 		}
-		k.KMSKey = kms.String
-		d = TenantDeletion{ID: ids.NewRandom(), Tenant: tenant, Actor: by.Name, Label: by.Label, RequestedAt: tx.now, KMSKey: k.KMSKey}
+		k.KMSKey, k.KMSService = kms.String, service.String
+		d = TenantDeletion{ID: ids.NewRandom(), Tenant: tenant, Actor: by.Name, Label: by.Label, RequestedAt: tx.now, KMSKey: k.KMSKey, KMSService: k.KMSService}
 		if d.Vcons, d.Versions, d.Digest, err = tx.tenantDigest(tenant); err != nil {
 			return err
 		}
@@ -89,9 +91,9 @@ func (c *Catalog) BeginTenantDelete(ctx context.Context, tenant ids.ID, by Actor
 		if _, err := tx.exec(`UPDATE keys SET revoked_at = ? WHERE tenant = ? AND revoked_at IS NULL`, nanos(tx.now), tenant[:]); err != nil {
 			return fmt.Errorf("catalog: revoke the tenant's keys: %w", err)
 		}
-		if _, err := tx.exec(`INSERT INTO tenant_deletions(id, tenant, actor, label, requested_at, vcons, versions, digest, kms_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, d.ID[:], tenant[:], d.Actor, d.Label, nanos(d.RequestedAt),
-			d.Vcons, d.Versions, d.Digest, nullString(d.KMSKey)); err != nil {
+		if _, err := tx.exec(`INSERT INTO tenant_deletions(id, tenant, actor, label, requested_at, vcons, versions, digest, kms_key, kms_service)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, d.ID[:], tenant[:], d.Actor, d.Label, nanos(d.RequestedAt),
+			d.Vcons, d.Versions, d.Digest, nullString(d.KMSKey), nullString(d.KMSService)); err != nil {
 			return fmt.Errorf("catalog: record the tenant's delete: %w", err)
 		}
 		return tx.record(by, &tenant, "tenant_delete", "", fmt.Sprintf("deletion=%s vcons=%d versions=%d", d.ID, d.Vcons, d.Versions))
@@ -122,15 +124,15 @@ func (tx *Tx) tenantDigest(tenant ids.ID) (vcons, versions int, digest string, e
 	return vcons, versions, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-const deletionCols = `id, tenant, actor, label, requested_at, vcons, versions, digest, kms_key, rows_done_at, done_at, receipt`
+const deletionCols = `id, tenant, actor, label, requested_at, vcons, versions, digest, kms_key, kms_service, rows_done_at, done_at, receipt`
 
 func scanDeletion(r row) (TenantDeletion, error) {
 	var d TenantDeletion
 	var id, tenant []byte
 	var requested int64
-	var kms, receipt sql.NullString
+	var kms, service, receipt sql.NullString
 	var rowsDone, done sql.NullInt64
-	if err := r.Scan(&id, &tenant, &d.Actor, &d.Label, &requested, &d.Vcons, &d.Versions, &d.Digest, &kms, &rowsDone, &done, &receipt); err != nil {
+	if err := r.Scan(&id, &tenant, &d.Actor, &d.Label, &requested, &d.Vcons, &d.Versions, &d.Digest, &kms, &service, &rowsDone, &done, &receipt); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return d, ErrNotFound
 		}
@@ -139,7 +141,7 @@ func scanDeletion(r row) (TenantDeletion, error) {
 	copy(d.ID[:], id)
 	copy(d.Tenant[:], tenant)
 	d.RequestedAt = fromNanos(requested)
-	d.KMSKey, d.Receipt = kms.String, receipt.String
+	d.KMSKey, d.KMSService, d.Receipt = kms.String, service.String, receipt.String
 	if rowsDone.Valid {
 		t := fromNanos(rowsDone.Int64)
 		d.RowsDoneAt = &t
@@ -166,7 +168,7 @@ func (c *Catalog) TenantDeletionsPending(ctx context.Context) ([]TenantDeletion,
 // deletion is scheduled, so that a later start does not ask again.
 func (c *Catalog) KMSKeyDeletionScheduled(ctx context.Context, id ids.ID) error {
 	return c.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`UPDATE tenant_deletions SET kms_key = NULL WHERE id = ?`, id[:])
+		_, err := tx.exec(`UPDATE tenant_deletions SET kms_key = NULL, kms_service = NULL WHERE id = ?`, id[:])
 		return err
 	})
 }

@@ -18,6 +18,9 @@ type TenantKey struct {
 	Wrapped []byte
 	Check   []byte
 	KMSKey  string
+	// KMSService names the [kms.tenant.NAME] table that reaches KMSKey;
+	// empty for [kms]'s own service.
+	KMSService string
 	// MasterCheck, for a key just wrapped under the master key, is that
 	// key's check value: the write is refused with ErrKeyRotated unless
 	// the catalog still names it. Not stored.
@@ -27,16 +30,16 @@ type TenantKey struct {
 // TenantKey reads tenant's key row; ErrNotFound when it has none yet.
 func (c *Catalog) TenantKey(ctx context.Context, tenant ids.ID) (TenantKey, error) {
 	k := TenantKey{Tenant: tenant}
-	var kms sql.NullString
-	err := c.db.QueryRowContext(ctx, `SELECT wrapped, key_check, kms_key FROM tenant_keys WHERE tenant = ?`, tenant[:]).
-		Scan(&k.Wrapped, &k.Check, &kms)
+	var kms, service sql.NullString
+	err := c.db.QueryRowContext(ctx, `SELECT wrapped, key_check, kms_key, kms_service FROM tenant_keys WHERE tenant = ?`, tenant[:]).
+		Scan(&k.Wrapped, &k.Check, &kms, &service)
 	if errors.Is(err, sql.ErrNoRows) {
 		return TenantKey{}, ErrNotFound
 	}
 	if err != nil {
 		return TenantKey{}, fmt.Errorf("catalog: read tenant key: %w", err)
 	}
-	k.KMSKey = kms.String
+	k.KMSKey, k.KMSService = kms.String, service.String
 	return k, nil
 }
 
@@ -56,9 +59,9 @@ func (tx *Tx) addTenantKey(k TenantKey) error {
 	if err := tx.requireKeyCheck(k.MasterCheck); err != nil {
 		return err
 	}
-	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, made_at) SELECT ?, ?, ?, ?, ?
+	res, err := tx.exec(`INSERT INTO tenant_keys(tenant, wrapped, key_check, kms_key, kms_service, made_at) SELECT ?, ?, ?, ?, ?, ?
 		WHERE NOT EXISTS (SELECT 1 FROM tenant_deletions WHERE tenant = ?)
-		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nanos(tx.now), k.Tenant[:])
+		ON CONFLICT(tenant) DO NOTHING`, k.Tenant[:], k.Wrapped, k.Check, nullString(k.KMSKey), nullString(k.KMSService), nanos(tx.now), k.Tenant[:])
 	if err != nil {
 		return fmt.Errorf("catalog: add tenant key: %w", err)
 	}
@@ -154,13 +157,12 @@ func (c *Catalog) MoveKeysPage(ctx context.Context, rewrap Rewrap) (int, bool, e
 // the tenant has no key; ErrChanged when its row changed since it was read
 // (was, the wrapped bytes the caller unwrapped).
 func (c *Catalog) SetTenantKeyWrap(ctx context.Context, tenant ids.ID, was []byte, k TenantKey, by Actor) error {
-	wrapped, kmsKey := k.Wrapped, k.KMSKey
 	return c.Update(ctx, func(tx *Tx) error {
 		if err := tx.requireKeyCheck(k.MasterCheck); err != nil {
 			return err
 		}
-		res, err := tx.exec(`UPDATE tenant_keys SET wrapped = ?, kms_key = ? WHERE tenant = ? AND wrapped = ?`,
-			wrapped, nullString(kmsKey), tenant[:], was)
+		res, err := tx.exec(`UPDATE tenant_keys SET wrapped = ?, kms_key = ?, kms_service = ? WHERE tenant = ? AND wrapped = ?`,
+			k.Wrapped, nullString(k.KMSKey), nullString(k.KMSService), tenant[:], was)
 		if err != nil {
 			return fmt.Errorf("catalog: set tenant key: %w", err)
 		}

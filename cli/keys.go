@@ -83,41 +83,63 @@ func runWrap(e *env) error {
 	return e.emit(map[string]any{"master_key": cfg.MasterKey, "kms": w.String(), "raw_copy": rawCopy, "catalog_id": cat.ID.String()})
 }
 
-// tenantKMS reaches the tenants' own keys (docs/keys.md, "A tenant's own
-// key") with [kms]'s provider and credentials; nil without [kms].
-func tenantKMS(cfg *config.Config) func(key string) (kms.Wrapper, error) {
+// keyServices are the services of [kms] that hold tenants' own keys
+// (archive.KeyServices): [kms]'s own, and each [kms.tenant.NAME] table.
+type keyServices struct{ cfg *config.KMS }
+
+// newKeyServices is nil without [kms].
+func newKeyServices(cfg *config.Config) archive.KeyServices {
 	if cfg.KMS == nil {
 		return nil
 	}
-	return func(key string) (kms.Wrapper, error) { return kms.ForKey(cfg.KMS, key) }
+	return keyServices{cfg.KMS}
 }
 
-// keyAdmin makes and deletes tenants' keys in the key service of [kms];
-// nil without [kms], or with a provider that makes no keys (command).
-func keyAdmin(cfg *config.Config) (kms.KeyAdmin, error) {
-	if cfg.KMS == nil {
-		return nil, nil
+func (s keyServices) ServiceOf(tenant string) string {
+	if s.cfg.Tenants[tenant] != nil {
+		return tenant
 	}
-	w, err := kms.New(cfg.KMS)
+	return ""
+}
+
+func (s keyServices) service(name string) (*config.KMS, error) {
+	if name == "" {
+		return s.cfg, nil
+	}
+	if c := s.cfg.Tenants[name]; c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("the tenant's own key is reached with [kms.tenant.%s], which the configuration no longer has; put that table back (docs/keys.md)", name)
+}
+
+func (s keyServices) Key(service, key string) (kms.Wrapper, error) {
+	c, err := s.service(service)
 	if err != nil {
 		return nil, err
 	}
-	admin, _ := w.(kms.KeyAdmin)
-	return admin, nil
+	return kms.ForKey(c, key)
+}
+
+func (s keyServices) Admin(service string) (kms.KeyAdmin, error) {
+	c, err := s.service(service)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kms.New(c)
+	if err != nil {
+		return nil, err
+	}
+	if admin, ok := w.(kms.KeyAdmin); ok {
+		return admin, nil
+	}
+	return nil, fmt.Errorf("the key service %s makes and deletes no keys (provider %q): make or delete the tenant's key with the service's own tools", w, c.Provider)
 }
 
 // keyArchive is the Archive of the commands that make, wrap or try tenant
 // keys and store nothing: tenant create, set-key and show (mk nil: a key
 // of the tenant's own is tried, and nothing is made).
 func keyArchive(cfg *config.Config, mk *seal.MasterKey, cat *catalog.Catalog) (*archive.Archive, error) {
-	c := archive.Config{Cat: cat, Key: mk, TenantKMS: tenantKMS(cfg), KMSTenantKeys: cfg.KMS != nil && cfg.KMS.TenantKeys == "kms"}
-	if mk != nil {
-		var err error
-		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {
-			return nil, err
-		}
-	}
-	return archive.New(c)
+	return archive.New(archive.Config{Cat: cat, Key: mk, KeyServices: newKeyServices(cfg), KMSTenantKeys: cfg.KMS != nil && cfg.KMS.TenantKeys == "kms"})
 }
 
 // watchMasterKey takes the master key that master-key rotate moved the

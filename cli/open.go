@@ -160,10 +160,7 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 		c.Replica = p.replica
 	}
 	if k := cfg.KMS; k != nil {
-		c.TenantKMS, c.KeyCache, c.KMSTenantKeys = tenantKMS(cfg), k.KeyCache, k.TenantKeys == "kms"
-		if c.KeyAdmin, err = keyAdmin(cfg); err != nil {
-			return nil, err
-		}
+		c.KeyServices, c.KeyCache, c.KMSTenantKeys = newKeyServices(cfg), k.KeyCache, k.TenantKeys == "kms"
 	}
 	if pq := cfg.Storage.Parquet; pq != nil && p.serve {
 		c.Parquet = &archive.ParquetOptions{PackLimit: pq.PackLimit, ReaderGrace: pq.ReaderGrace, SpoolDir: objstore.SpoolDir(cfg.DataDir)}

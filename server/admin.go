@@ -255,7 +255,7 @@ func (s *Server) setKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `the body needs "kms_key": the tenant's own key in the key service, or "" for the master key`)
 		return
 	}
-	if *body.KMSKey != "" && s.Archive.TenantKMS == nil {
+	if *body.KMSKey != "" && s.Archive.KeyServices == nil {
 		writeError(w, http.StatusConflict, "the server's configuration has no [kms] table, so a tenant cannot have a key of its own (docs/keys.md)")
 		return
 	}

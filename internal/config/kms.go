@@ -22,9 +22,13 @@ type KMS struct {
 	// the server makes for it in the service (vault and awskms), which a
 	// tenant delete deletes.
 	TenantKeys string
-	Vault      *Vault
-	AWSKMS     *AWSKMS
-	Command    *Command
+	// Tenants are the [kms.tenant.NAME] tables: the provider and
+	// credentials that reach the own key of the tenant NAME, when they are
+	// not [kms]'s own. Their key is the one tenant set-key names.
+	Tenants map[string]*KMS
+	Vault   *Vault
+	AWSKMS  *AWSKMS
+	Command *Command
 }
 
 // Vault is [kms.vault]: a transit key of HashiCorp Vault or OpenBao.
@@ -56,10 +60,16 @@ type Command struct {
 var kmsProviders = []string{"vault", "awskms", "command"}
 
 type rawKMS struct {
-	Provider   any `toml:"provider"`
-	KeyCache   any `toml:"key_cache"`
-	TenantKeys any `toml:"tenant_keys"`
-	Vault      struct {
+	rawProvider
+	KeyCache   any                    `toml:"key_cache"`
+	TenantKeys any                    `toml:"tenant_keys"`
+	Tenant     map[string]rawProvider `toml:"tenant"`
+}
+
+// rawProvider is a key service: [kms]'s own, or a tenant's.
+type rawProvider struct {
+	Provider any `toml:"provider"`
+	Vault    struct {
 		Address   any `toml:"address"`
 		Mount     any `toml:"mount"`
 		Key       any `toml:"key"`
@@ -88,32 +98,18 @@ func (b *builder) kms(raw *rawConfig, defined func(key ...string) bool) {
 		return
 	}
 	r := raw.KMS
-	p := b.required("kms.provider", r.Provider)
+	k := b.kmsService("kms", &r.rawProvider, func(key ...string) bool { return defined(append([]string{"kms"}, key...)...) }, true)
 	if b.err != nil {
 		return
 	}
-	if !slices.Contains(kmsProviders, p) {
-		b.fail(`kms.provider must be one of "vault", "awskms" or "command", not %q`, p)
-		return
-	}
-	for _, other := range kmsProviders {
-		if other != p && defined("kms", other) {
-			b.fail(`[kms.%s] is set but kms.provider is %q; remove the table or set provider = %q`, other, p, other)
-			return
-		}
-	}
-	if !defined("kms", p) {
-		b.fail(`kms.provider = %q needs a [kms.%s] table (docs/keys.md)`, p, p)
-		return
-	}
-	k := &KMS{Provider: p, KeyCache: 300 * time.Second}
+	k.KeyCache = 300 * time.Second
 	if r.KeyCache != nil {
 		k.KeyCache = b.seconds("kms.key_cache", r.KeyCache, false)
 	}
 	k.TenantKeys = "master"
 	if r.TenantKeys != nil {
 		switch v := b.required("kms.tenant_keys", r.TenantKeys); {
-		case v == "master", v == "kms" && p != "command":
+		case v == "master", v == "kms" && k.Provider != "command":
 			k.TenantKeys = v
 		case v == "kms":
 			b.fail(`kms.tenant_keys = "kms" needs a provider that makes keys, vault or awskms; with programs of your own, tenant keys go under the master key ("master")`)
@@ -121,44 +117,90 @@ func (b *builder) kms(raw *rawConfig, defined func(key ...string) bool) {
 			b.fail(`kms.tenant_keys must be "kms" or "master", not %q`, v)
 		}
 	}
-	switch p {
-	case "vault":
-		v := r.Vault
-		k.Vault = &Vault{
-			Address:   b.kmsEndpoint("kms.vault.address", v.Address),
-			Mount:     "transit",
-			Key:       b.name("kms.vault.key", v.Key),
-			TokenFile: b.path("kms.vault.token_file", v.TokenFile),
+	for name, t := range r.Tenant {
+		prefix := "kms.tenant." + name
+		tk := b.kmsService(prefix, &t, func(key ...string) bool { return defined(append([]string{"kms", "tenant", name}, key...)...) }, false)
+		if b.err != nil {
+			return
 		}
-		if v.Mount != nil {
-			k.Vault.Mount = strings.Trim(b.name("kms.vault.mount", v.Mount), "/")
+		if k.Tenants == nil {
+			k.Tenants = map[string]*KMS{}
 		}
-		if v.CAFile != nil {
-			k.Vault.CAFile = b.path("kms.vault.ca_file", v.CAFile)
-		}
-	case "awskms":
-		a := r.AWSKMS
-		k.AWSKMS = &AWSKMS{
-			Region:              b.name("kms.awskms.region", a.Region),
-			KeyID:               b.required("kms.awskms.key_id", a.KeyID),
-			AccessKeyID:         b.required("kms.awskms.access_key_id", a.AccessKeyID),
-			SecretAccessKeyFile: b.path("kms.awskms.secret_access_key_file", a.SecretAccessKeyFile),
-		}
-		if a.Endpoint != nil {
-			k.AWSKMS.Endpoint = b.kmsEndpoint("kms.awskms.endpoint", a.Endpoint)
-		}
-		if a.CAFile != nil {
-			k.AWSKMS.CAFile = b.path("kms.awskms.ca_file", a.CAFile)
-		}
-	case "command":
-		k.Command = &Command{
-			Wrap:   b.argv("kms.command.wrap", r.Command.Wrap),
-			Unwrap: b.argv("kms.command.unwrap", r.Command.Unwrap),
-		}
+		k.Tenants[name] = tk
 	}
 	if b.err == nil {
 		b.cfg.KMS = k
 	}
+}
+
+// kmsService reads one key service at prefix: its provider and that
+// provider's table. keyed says the table names its key ([kms]'s); a
+// tenant's table must not, since tenant set-key names it.
+func (b *builder) kmsService(prefix string, r *rawProvider, defined func(key ...string) bool, keyed bool) *KMS {
+	p := b.required(prefix+".provider", r.Provider)
+	if b.err != nil {
+		return nil
+	}
+	if !slices.Contains(kmsProviders, p) {
+		b.fail(`%s.provider must be one of "vault", "awskms" or "command", not %q`, prefix, p)
+		return nil
+	}
+	for _, other := range kmsProviders {
+		if other != p && defined(other) {
+			b.fail(`[%s.%s] is set but %s.provider is %q; remove the table or set provider = %q`, prefix, other, prefix, p, other)
+			return nil
+		}
+	}
+	if !defined(p) {
+		b.fail(`%s.provider = %q needs a [%s.%s] table (docs/keys.md)`, prefix, p, prefix, p)
+		return nil
+	}
+	key := func(name string, v any, read func(string, any) string) string {
+		switch {
+		case keyed:
+			return read(name, v)
+		case v != nil:
+			b.fail("%s is the tenant's own key, which tenant set-key --kms-key names: remove it here", name)
+		}
+		return ""
+	}
+	k := &KMS{Provider: p}
+	switch p {
+	case "vault":
+		v := r.Vault
+		k.Vault = &Vault{
+			Address:   b.kmsEndpoint(prefix+".vault.address", v.Address),
+			Mount:     "transit",
+			Key:       key(prefix+".vault.key", v.Key, b.name),
+			TokenFile: b.path(prefix+".vault.token_file", v.TokenFile),
+		}
+		if v.Mount != nil {
+			k.Vault.Mount = strings.Trim(b.name(prefix+".vault.mount", v.Mount), "/")
+		}
+		if v.CAFile != nil {
+			k.Vault.CAFile = b.path(prefix+".vault.ca_file", v.CAFile)
+		}
+	case "awskms":
+		a := r.AWSKMS
+		k.AWSKMS = &AWSKMS{
+			Region:              b.name(prefix+".awskms.region", a.Region),
+			KeyID:               key(prefix+".awskms.key_id", a.KeyID, b.required),
+			AccessKeyID:         b.required(prefix+".awskms.access_key_id", a.AccessKeyID),
+			SecretAccessKeyFile: b.path(prefix+".awskms.secret_access_key_file", a.SecretAccessKeyFile),
+		}
+		if a.Endpoint != nil {
+			k.AWSKMS.Endpoint = b.kmsEndpoint(prefix+".awskms.endpoint", a.Endpoint)
+		}
+		if a.CAFile != nil {
+			k.AWSKMS.CAFile = b.path(prefix+".awskms.ca_file", a.CAFile)
+		}
+	case "command":
+		k.Command = &Command{
+			Wrap:   b.argv(prefix+".command.wrap", r.Command.Wrap),
+			Unwrap: b.argv(prefix+".command.unwrap", r.Command.Unwrap),
+		}
+	}
+	return k
 }
 
 // kmsEndpoint is a KMS's address. A KMS answers with key material, so it

@@ -72,3 +72,34 @@ secret_access_key_file = "/etc/vcon-server/kms-secret"
 		}
 	}
 }
+
+// TestKMSTenantTables: [kms.tenant.NAME] names the provider and
+// credentials of a tenant's own key, without the key, which tenant
+// set-key names.
+func TestKMSTenantTables(t *testing.T) {
+	base := "[kms]\nprovider = \"vault\"\n[kms.vault]\naddress = \"https://vault.example.com:8200\"\nkey = \"vcon-server\"\ntoken_file = \"vault-token\"\n"
+	c, err := Parse([]byte(base+`
+[kms.tenant.acme-corp]
+provider = "awskms"
+[kms.tenant.acme-corp.awskms]
+region = "eu-west-1"
+access_key_id = "AKIDACME"
+secret_access_key_file = "acme.secret"
+`), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.KMS.Tenants["acme-corp"]
+	if a == nil || a.Provider != "awskms" || a.AWSKMS.AccessKeyID != "AKIDACME" || a.AWSKMS.KeyID != "" || a.AWSKMS.SecretAccessKeyFile != "/etc/vcon-server/acme.secret" {
+		t.Fatalf("the tenant's table: %+v", a)
+	}
+	for text, want := range map[string]string{
+		"[kms.tenant.acme]\nprovider = \"vault\"\n[kms.tenant.acme.vault]\naddress = \"https://v\"\nkey = \"k\"\ntoken_file = \"t\"\n": "configuration: kms.tenant.acme.vault.key is the tenant's own key, which tenant set-key --kms-key names: remove it here",
+		"[kms.tenant.acme]\nprovider = \"vault\"\n": `configuration: kms.tenant.acme.provider = "vault" needs a [kms.tenant.acme.vault] table (docs/keys.md)`,
+		"[kms.tenant.acme]\nprovider = \"vault\"\n[kms.tenant.acme.vault]\naddress = \"https://v\"\ntoken_file = \"t\"\nsecret = 1\n": "configuration: unknown key kms.tenant.acme.vault.secret",
+	} {
+		if _, err := Parse([]byte(base+text), path); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", text, err, want)
+		}
+	}
+}

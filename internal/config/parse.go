@@ -120,7 +120,11 @@ func unknownKey(md *toml.MetaData) string {
 		undecoded[k.String()] = true
 	}
 	isTable := func(k toml.Key) bool {
-		return slices.ContainsFunc(tables, func(t []string) bool { return slices.Equal(t, k) })
+		if len(k) >= 3 && k[0] == "kms" && k[1] == "tenant" {
+			// [kms.tenant], [kms.tenant.NAME] and its provider's table.
+			k = append(toml.Key{"kms"}, k[3:]...)
+		}
+		return slices.ContainsFunc(tables, func(t []string) bool { return slices.Equal(t, k) }) || slices.Equal(k, toml.Key{"kms", "tenant"})
 	}
 	insideValue := func(k toml.Key) bool {
 		for i := 1; i < len(k); i++ {
@@ -142,7 +146,10 @@ func unknownKey(md *toml.MetaData) string {
 // field case-insensitively (with Unicode folding: "ſtorage" would reach
 // storage), while every name of this file is lower-case ASCII.
 func isKnownName(k toml.Key) bool {
-	for _, part := range k {
+	for i, part := range k {
+		if i == 2 && k[0] == "kms" && k[1] == "tenant" {
+			continue // a tenant's name (checked as one where it is read)
+		}
 		for _, r := range part {
 			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
 				return false

@@ -247,3 +247,53 @@ func TestDeletedTenantGoneFromCopies(t *testing.T) {
 	}
 	readsBack(t, before, kKept.Token, keptBodies)
 }
+
+// TestTenantKeyOnItsOwnService: a tenant whose own key lives with other
+// credentials (another account's key service) is reached through its
+// [kms.tenant.NAME] table. Its key opens there, its revocation there
+// refuses it alone, and its delete schedules that key's deletion there.
+func TestTenantKeyOnItsOwnService(t *testing.T) {
+	ours, theirs := kmstest.StartLocalKMS(t), kmstest.StartLocalKMS(t)
+	table := fmt.Sprintf(`
+[kms.tenant.acme]
+provider = "awskms"
+
+[kms.tenant.acme.awskms]
+region = %q
+endpoint = %q
+access_key_id = %q
+secret_access_key_file = %q
+ca_file = %q
+`, theirs.Region, theirs.Endpoint, theirs.AccessKeyID, theirs.SecretFile, theirs.CAFile)
+	e := testenv.Prepare(t, testenv.Options{Storage: withKeyCache(ours, 1) + table})
+	e.Start()
+	acme, other := e.Tenant("acme"), e.Tenant("other")
+	kAcme, kOther := e.NewKey(acme, "write", "read"), e.NewKey(other, "write", "read")
+	acmeKey := theirs.CreateKey(t)
+	if _, errOut, code := e.TryCLI("tenant", "set-key", "acme", "--kms-key", ours.CreateKey(t)); code == 0 {
+		t.Fatal("a key of [kms]'s own service was taken for a tenant with a service of its own")
+	} else {
+		t.Logf("a key of the other service: %s", strings.TrimSpace(errOut))
+	}
+	if out := e.CLI("tenant", "set-key", "acme", "--kms-key", acmeKey); !strings.Contains(out, `"state":"opens"`) {
+		t.Fatalf("tenant set-key on the tenant's own service: %s", out)
+	}
+	acmeBodies, otherBodies := storeMany(t, e, kAcme.Token, 3), storeMany(t, e, kOther.Token, 3)
+
+	theirs.Disable(t, acmeKey)
+	waitStatus(t, e, "/vcons/"+firstOf(acmeBodies), kAcme.Token, 403, 10*time.Second)
+	readsBack(t, e, kOther.Token, otherBodies)
+	theirs.Enable(t, acmeKey)
+	waitStatus(t, e, "/vcons/"+firstOf(acmeBodies), kAcme.Token, 200, 10*time.Second)
+	e.Stop()
+
+	before := copyHost(t, e)
+	if out, errOut, code := e.TryCLI("tenant", "delete", "acme", "--confirm", "acme"); code != 0 || !strings.Contains(out, `"receipt"`) {
+		t.Fatalf("tenant delete: %d %s %s", code, out, errOut)
+	}
+	before.Start()
+	if r := before.Do("GET", "/vcons/"+firstOf(acmeBodies), kAcme.Token, nil); r.Status != 403 {
+		t.Errorf("a copy taken before the delete reads the tenant's vCon: %d %s", r.Status, r.Body)
+	}
+	readsBack(t, before, kOther.Token, otherBodies)
+}

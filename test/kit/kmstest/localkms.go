@@ -157,12 +157,13 @@ func (a *AWS) kill() {
 	a.exited <- err // a second kill finds it exited
 }
 
-// Config is the [kms] table of the key id keyID ("" for KeyID).
+// Config is the [kms] table of the key id keyID ("" for KeyID), with the
+// defaults of the keys TOML leaves out.
 func (a *AWS) Config(keyID string) *config.KMS {
 	if keyID == "" {
 		keyID = a.KeyID
 	}
-	return &config.KMS{Provider: "awskms", AWSKMS: &config.AWSKMS{
+	return &config.KMS{Provider: "awskms", KeyCache: 300 * time.Second, TenantKeys: "master", AWSKMS: &config.AWSKMS{
 		Region: a.Region, KeyID: keyID, Endpoint: a.Endpoint,
 		AccessKeyID: a.AccessKeyID, SecretAccessKeyFile: a.SecretFile, CAFile: a.CAFile,
 	}}

@@ -33,6 +33,22 @@ func (r *Replica) Forget(ctx context.Context) error {
 		return nil
 	}
 	covered := r.forgets.Load()
+	err = r.rollLocked(ctx, func(st *state) rolloverMode {
+		if r.compactDue(st) {
+			return compact
+		}
+		return forget
+	})
+	if err == nil {
+		r.forgot = covered
+	}
+	return err
+}
+
+// rollLocked rolls the replica over, its lock held: what a cut left
+// settled first, then a whole generation when one is needed, else the
+// mode mode picks.
+func (r *Replica) rollLocked(ctx context.Context, mode func(*state) rolloverMode) error {
 	st, err := r.loadState(ctx)
 	if err != nil {
 		return err
@@ -41,20 +57,15 @@ func (r *Replica) Forget(ctx context.Context) error {
 		r.note(err)
 		return err
 	}
-	mode := forget
-	if r.needsGeneration(ctx, st) != "" {
-		mode = full
-	} else if r.compactDue(st) {
-		mode = compact
+	m := full
+	if r.needsGeneration(ctx, st) == "" {
+		m = mode(st)
 	}
-	if st != nil && st.Restored && mode != full {
+	if st != nil && st.Restored && m != full {
 		r.carryOn(st)
 	}
-	err = r.rollover(ctx, st, mode)
+	err = r.rollover(ctx, st, m)
 	r.note(err)
-	if err == nil {
-		r.forgot = covered
-	}
 	return err
 }
 
@@ -69,24 +80,7 @@ func (r *Replica) Compact(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	st, err := r.loadState(ctx)
-	if err != nil {
-		return err
-	}
-	if err := r.settle(ctx, st); err != nil {
-		r.note(err)
-		return err
-	}
-	mode := compact
-	if r.needsGeneration(ctx, st) != "" {
-		mode = full
-	}
-	if st != nil && st.Restored && mode != full {
-		r.carryOn(st)
-	}
-	err = r.rollover(ctx, st, mode)
-	r.note(err)
-	return err
+	return r.rollLocked(ctx, func(*state) rolloverMode { return compact })
 }
 
 // Rotate writes a whole generation sealed under the (new) master key and

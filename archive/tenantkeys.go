@@ -115,6 +115,16 @@ func (a *Archive) TenantKey(ctx context.Context, tenant ids.ID) (*seal.TenantKey
 	}
 }
 
+// forget drops tenant's key from this process's memory: its row changed
+// (tenant set-key) or is deleted (a tenant's delete, tenantdelete.go), so
+// that the next use reads it again, or finds nothing.
+func (t *tenantKeys) forget(tenant ids.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.keys, tenant)
+	delete(t.failing, tenant)
+}
+
 // TenantKeysFailing counts the tenants whose own key did not open at the
 // last try (the server's metrics; never which).
 func (a *Archive) TenantKeysFailing() int {
@@ -299,11 +309,4 @@ func (a *Archive) dataKey(ctx context.Context, v catalog.Version) (seal.DataKey,
 	return dk, nil
 }
 
-// forget drops tenant's key from this process's memory, once its row is
-// deleted (a tenant's delete, tenantdelete.go): nothing of it opens here
-// after, as nowhere else.
-func (t *tenantKeys) forget(tenant ids.ID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.keys, tenant)
-}
+

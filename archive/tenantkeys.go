@@ -308,5 +308,3 @@ func (a *Archive) dataKey(ctx context.Context, v catalog.Version) (seal.DataKey,
 	}
 	return dk, nil
 }
-
-

@@ -201,7 +201,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	if x := r.expect(503, "a store the replica did not take in time", true, "POST", "/vcons", writer, apitest.NewVcon(fresh, "unsure", "+15555550100"), ct...); x.RespHeader.Get("Retry-After") == "" {
 		t.Errorf("%s, want Retry-After", x)
 	}
-	return r.out
+	return append(r.out, ownKey(t)...)
 }
 
 // lowDisk is a data directory's disk below min_free.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/test/kit/kmstest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -16,12 +17,21 @@ import (
 // key under the new master key. Started again, the server refuses the old key file and opens with the
 // new one.
 func TestRotateWhileServing(t *testing.T) {
-	e := testenv.New(t, testenv.Options{})
+	t.Run("file", func(t *testing.T) { rotateWhileServing(t, "", true) })
+	// Under [kms], rotate makes the new key wrapped by the service, and the
+	// server unwraps it there.
+	t.Run("kms", func(t *testing.T) { rotateWhileServing(t, kmstest.StartLocalKMS(t).TOML(), false) })
+}
+
+func rotateWhileServing(t *testing.T, storage string, makeFile bool) {
+	e := testenv.New(t, testenv.Options{Storage: storage})
 	k := e.NewKey(e.Tenant("acme"), "write", "read")
 	bodies := storeMany(t, e, k.Token, 5)
 
 	newKey := filepath.Join(e.Dir, "master-2.key")
-	newKeyFile(t, newKey, 0o400)
+	if makeFile {
+		newKeyFile(t, newKey, 0o400)
+	}
 	out, errOut, code := e.TryCLI("master-key", "rotate", "--new", newKey)
 	if code != 0 || !strings.Contains(out, `"rotated":1`) || !strings.Contains(errOut, "the running server takes the new key within a second") {
 		t.Fatalf("rotate beside a running server: %d %s %s", code, out, errOut)

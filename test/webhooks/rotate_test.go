@@ -40,6 +40,37 @@ func TestRotationReseals(t *testing.T) {
 	}
 }
 
+// TestRotationWhileServing: a rotation beside the running server seals
+// the secrets under the new key, and the server, which takes that key
+// within a second, goes on delivering with them.
+func TestRotationWhileServing(t *testing.T) {
+	e := testenv.Prepare(t, testenv.Options{Webhooks: fast})
+	e.WriteConfig(webhooktest.AllowLoopback)
+	k := e.NewKey(e.Tenant("acme"), "write")
+	rcv := webhooktest.Start(t, t.TempDir())
+	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)
+	e.Start()
+	newKey := filepath.Join(e.Dir, "new.key")
+	if err := os.WriteFile(newKey, bytes.Repeat([]byte{7}, 32), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	e.CLI("master-key", "rotate", "--new", newKey)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.Log.String(), "serving with the new key") {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not take the new key")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	u := ids.NewRandom().String()
+	if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "rotated", "+15550100000"), "Content-Type", "application/vcon"); r.Status != 201 {
+		t.Fatalf("POST: %d %s", r.Status, r.Body)
+	}
+	if ev := rcv.WaitFor(t, 1, 20*time.Second); ev[0].Data.UUID != u {
+		t.Fatalf("event %+v", ev[0])
+	}
+}
+
 // TestSecretThatDoesNotOpen: a secret sealed under another master key (a
 // rotation cut before it sealed them again) holds the tenant's events,
 // with one warning that names no tenant; setting the webhook again sends

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -224,6 +225,8 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	// One savepoint name serves every call: each is released before the
 	// next starts, and a fixed text stays prepared (stmts.go).
 	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
+	heads := map[string]logHead{} // the logs' heads as the calls that succeeded left them
+	var nodes []nodeRow           // and the nodes they appended
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err
@@ -233,7 +236,12 @@ func (w *writer) commitBatch(batch []*writeReq) {
 			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
 			continue
 		}
-		errs[i] = r.fn(&Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now})
+		call := &Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now, batch: heads}
+		errs[i] = r.fn(call)
+		if errs[i] == nil {
+			maps.Copy(heads, call.heads)
+			nodes = append(nodes, call.nodes...)
+		}
 		if errs[i] != nil {
 			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
 				sqlTx.Rollback()
@@ -247,11 +255,17 @@ func (w *writer) commitBatch(batch []*writeReq) {
 			return
 		}
 	}
+	if err := flushNodes(sp, nodes); err != nil {
+		sqlTx.Rollback()
+		fail(err)
+		return
+	}
 	if err := sqlTx.Commit(); err != nil {
 		fail(fmt.Errorf("catalog: commit: %w", err))
 		return
 	}
 	c.commits.Add(1)
+	maps.Copy(c.heads, heads)
 	// A synced commit that wrote frames syncs the notes before it too, but
 	// whether it wrote any is not known here: the timer's one fsync a
 	// second at most is cheaper than finding out.

@@ -84,7 +84,8 @@ func Leaf(index uint64, r Record) []byte {
 
 // A logHead is a log's size and right edge, all an append needs. The
 // writer keeps each log's in memory once read (Catalog.heads), so that an
-// append writes one row and reads none: a call's appends go to its Tx,
+// append writes one row and reads none but the log's size once a batch:
+// a call's appends go to its Tx,
 // joined to its batch's when the call succeeds and to the catalog's when
 // the batch commits, so that a rollback leaves none behind
 // (catalog/writer.go).
@@ -148,10 +149,22 @@ func (tx *Tx) head(log []byte) (logHead, error) {
 	if h, ok := tx.batch[k]; ok {
 		return h, nil
 	}
-	if h, ok := tx.c.heads[k]; ok {
-		return h, nil
+	// Another process (the CLI beside a serving server) may have appended
+	// since: a kept head is checked against the rows once a batch, in the
+	// batch's transaction, which holds the write lock.
+	var last int64
+	if err := tx.queryRow(`SELECT coalesce(max(idx), -1) FROM log_nodes WHERE log = ?`, log).Scan(&last); err != nil {
+		return logHead{}, fmt.Errorf("catalog: read the audit log's size: %w", err)
 	}
-	return readHead(tx, log)
+	h, ok := tx.c.heads[k]
+	if !ok || h.size != uint64(last+1) {
+		var err error
+		if h, err = readHead(tx, log); err != nil {
+			return logHead{}, err
+		}
+	}
+	tx.batch[k] = h // read, not written: true whatever the call does
+	return h, nil
 }
 
 func (tx *Tx) setHead(log []byte, h logHead) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/internal/config"
@@ -40,6 +41,8 @@ type Daemon struct {
 	probe storeProbe // whether the object store answers, for /health
 	// Replica is the catalog's replica; nil without [replica].
 	Replica *replica.Replica
+	// Logs signs and serves the audit logs (docs/audit-log.md).
+	Logs *auditlog.Logs
 
 	key     *seal.MasterKey
 	reg     *metrics.Registry // what Metrics and the loops count into
@@ -84,6 +87,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	}
 	if err := d.repair(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.openLogs(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if err := d.listen(cfg, opt); err != nil {
@@ -222,6 +228,7 @@ func (d *Daemon) listen(cfg *config.Config, opt Options) error {
 	if d.Replica != nil {
 		s.Replica = d.Replica
 	}
+	s.Logs = d.Logs
 	d.srv = server.NewHTTPServer(s.Handler(), d.Log)
 	opt.Limits.Apply(d.srv)
 	return nil

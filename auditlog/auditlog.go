@@ -7,6 +7,7 @@
 package auditlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -74,15 +75,18 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	signed, err := l.Cat.LogCheckpointSizes(ctx)
+	signed, err := l.Cat.LogCheckpoints(ctx)
 	if err != nil {
 		return 0, err
 	}
 	for log, n := range sizes {
-		if s, ok := signed[log]; ok && s >= n {
+		s, ok := signed[log]
+		if ok && s.Size >= n && bytes.HasPrefix(s.Note, []byte(l.Origin([]byte(log))+"\n")) {
 			delete(sizes, log)
 		}
 	}
+	// A log whose checkpoint names it otherwise (a new [audit_log] name)
+	// is signed again under its name, over what it holds now.
 	if len(sizes) == 0 {
 		return 0, nil
 	}
@@ -126,7 +130,7 @@ func (l *Logs) signAt(ctx context.Context, log []byte, size uint64) ([]byte, err
 // not signed yet, a signing pass's.
 func (l *Logs) Checkpoint(ctx context.Context, log []byte) ([]byte, uint64, error) {
 	size, note, err := l.Cat.LogCheckpoint(ctx, log)
-	if errors.Is(err, catalog.ErrNotFound) {
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && !bytes.HasPrefix(note, []byte(l.Origin(log)+"\n"))) {
 		if _, err := l.Sign(ctx); err != nil {
 			return nil, 0, err
 		}

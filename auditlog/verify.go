@@ -1,6 +1,7 @@
 package auditlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -58,6 +59,9 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	case err != nil:
 		return rep, err
 	default:
+		if !bytes.HasPrefix(note, []byte(rep.Origin+"\n")) {
+			return rep, fmt.Errorf("auditlog: the newest checkpoint in the catalog names the log otherwise than %s: after a change of [audit_log] name, start the server once, which signs the log again under its name", rep.Origin)
+		}
 		cp, err := translog.Open(note, rep.Origin, pub)
 		if err != nil {
 			return rep, fmt.Errorf("%w: the newest checkpoint in the catalog does not verify: %w", ErrTampered, err)

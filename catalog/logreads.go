@@ -168,17 +168,25 @@ func (c *Catalog) LogCheckpoint(ctx context.Context, log []byte) (uint64, []byte
 	return uint64(size), []byte(note), nil
 }
 
-// LogCheckpointSizes is the size of every log's newest checkpoint.
-func (c *Catalog) LogCheckpointSizes(ctx context.Context) (map[string]uint64, error) {
-	out := map[string]uint64{}
+// LogCheckpoints is every log's newest checkpoint (its size and note),
+// by log key.
+func (c *Catalog) LogCheckpoints(ctx context.Context) (map[string]StoredCheckpoint, error) {
+	out := map[string]StoredCheckpoint{}
 	err := eachRow(ctx, c.db, "audit log checkpoints", func(r row) error {
 		var log []byte
 		var n int64
-		err := r.Scan(&log, &n)
-		out[string(log)] = uint64(n)
+		var note string
+		err := r.Scan(&log, &n, &note)
+		out[string(log)] = StoredCheckpoint{uint64(n), []byte(note)}
 		return err
-	}, `SELECT log, size FROM log_checkpoints`)
+	}, `SELECT log, size, note FROM log_checkpoints`)
 	return out, err
+}
+
+// A StoredCheckpoint is a log's newest signed checkpoint.
+type StoredCheckpoint struct {
+	Size uint64
+	Note []byte
 }
 
 // SetLogCheckpoint records note, a signed checkpoint of log over size

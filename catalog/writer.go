@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -222,40 +223,8 @@ func (w *writer) commitBatch(batch []*writeReq) {
 		return
 	}
 	now := c.Now()
-	// One savepoint name serves every call: each is released before the
-	// next starts, and a fixed text stays prepared (stmts.go).
-	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
-	heads := map[string]logHead{} // the logs' heads as the calls that succeeded left them
-	var nodes []nodeRow           // and the nodes they appended
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, err := sp.exec("SAVEPOINT w"); err != nil {
-			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
-			continue
-		}
-		call := &Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now, batch: heads}
-		errs[i] = r.fn(call)
-		if errs[i] == nil {
-			maps.Copy(heads, call.heads)
-			nodes = append(nodes, call.nodes...)
-		}
-		if errs[i] != nil {
-			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
-				sqlTx.Rollback()
-				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
-				return
-			}
-		}
-		if _, err := sp.exec("RELEASE w"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("catalog: release savepoint: %w", err))
-			return
-		}
-	}
-	if err := flushNodes(sp, nodes); err != nil {
+	heads, err := runCalls(c, sqlTx, batch, errs, now)
+	if err != nil {
 		sqlTx.Rollback()
 		fail(err)
 		return
@@ -276,6 +245,39 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
+}
+
+// runCalls runs each call of batch in a savepoint of sqlTx, its error in
+// errs, then writes the audit log nodes of the calls that succeeded
+// (flushNodes). It returns the logs' heads those calls left, for the
+// catalog to keep once the batch commits; an error fails the batch.
+func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now time.Time) (map[string]logHead, error) {
+	// One savepoint name serves every call: each is released before the
+	// next starts, and a fixed text stays prepared (stmts.go).
+	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
+	heads := map[string]logHead{} // the logs' heads as the calls that succeeded left them
+	var nodes []nodeRow           // and the nodes they appended
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := sp.exec("SAVEPOINT w"); err != nil {
+			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
+			continue
+		}
+		call := &Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now, batch: heads}
+		if errs[i] = r.fn(call); errs[i] == nil {
+			maps.Copy(heads, call.heads)
+			nodes = append(nodes, call.nodes...)
+		} else if _, err := sp.exec("ROLLBACK TO w"); err != nil {
+			return nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
+		}
+		if _, err := sp.exec("RELEASE w"); err != nil {
+			return nil, fmt.Errorf("catalog: release savepoint: %w", err)
+		}
+	}
+	return heads, flushNodes(sp, nodes)
 }
 
 // Commits counts the write batches this process committed: a cheap way

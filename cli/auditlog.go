@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/auditlog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/config"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
-	"github.com/vcon-server/vcon-server/auditlog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
 	"github.com/vcon-server/vcon-server/internal/config"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/auditlog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/translog"
 	"github.com/vcon-server/vcon-server/seal"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/translog"
 	"github.com/vcon-server/vcon-server/seal"
 )

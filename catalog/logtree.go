@@ -37,8 +37,35 @@ type leafJSON struct {
 	Actor  string `json:"actor"`
 	Label  string `json:"label"`
 	Action string `json:"action"`
-	Target string `json:"target,omitempty"`
-	Status int    `json:"status"`
+	// Lifecycle is the vCon lifecycle event (draft-howe-vcon-lifecycle)
+	// the action is, when one fits (Lifecycle).
+	Lifecycle string `json:"lifecycle,omitempty"`
+	Target    string `json:"target,omitempty"`
+	Status    int    `json:"status"`
+}
+
+// Lifecycle is the vCon lifecycle event a record is, beside its action
+// (draft-howe-vcon-lifecycle): a store that made a new vCon (201)
+// vcon_created, a delete and an erasure's purge vcon_deleted, a purge by
+// retention vcon_expired; "" for a refusal or any other action. A
+// replacement is not called vcon_enhanced: its 200 is also a retry's,
+// which changed nothing, and the row cannot tell them apart. It is a function of the row's columns, so that a leaf is
+// recomputed from its row.
+func Lifecycle(r Record) string {
+	if r.Status >= 300 {
+		return ""
+	}
+	switch {
+	case (r.Action == "store" || r.Action == "replace") && r.Status == 201:
+		return "vcon_created"
+	case r.Action == "delete":
+		return "vcon_deleted"
+	case r.Action == "purge" && r.Label == "erasure":
+		return "vcon_deleted"
+	case r.Action == "purge":
+		return "vcon_expired"
+	}
+	return ""
 }
 
 // Leaf is the canonical bytes of the record at index of its log, from the
@@ -48,7 +75,7 @@ type leafJSON struct {
 // written here directly (a record costs its append 1 µs less).
 func Leaf(index uint64, r Record) []byte {
 	l := leafJSON{Index: index, Time: r.Time.UTC().Format(time.RFC3339Nano), Tenant: r.Tenant,
-		Actor: r.Actor, Label: r.Label, Action: r.Action, Target: r.Target, Status: r.Status}
+		Actor: r.Actor, Label: r.Label, Action: r.Action, Lifecycle: Lifecycle(r), Target: r.Target, Status: r.Status}
 	b := make([]byte, 0, 160)
 	b = strconv.AppendUint(append(b, `{"index":`...), l.Index, 10)
 	var ok bool
@@ -70,6 +97,7 @@ func Leaf(index uint64, r Record) []byte {
 	field("actor", l.Actor, false)
 	field("label", l.Label, false)
 	field("action", l.Action, false)
+	field("lifecycle", l.Lifecycle, true)
 	field("target", l.Target, true)
 	b = append(strconv.AppendInt(append(b, `,"status":`...), int64(l.Status), 10), '}')
 	if ok {

@@ -62,7 +62,8 @@ type Tx struct {
 	auditIndex *uint64
 	// heads are the logs this call appended to, batch its batch's
 	// (catalog/logtree.go).
-	heads, batch map[string]logHead
+	heads []callHead
+	batch map[string]logHead
 	// nodes are the rows of log_nodes this call appended, written by
 	// its batch before it commits.
 	nodes []nodeRow

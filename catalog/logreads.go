@@ -36,9 +36,9 @@ func (c *Catalog) LogSizes(ctx context.Context) (map[string]uint64, error) {
 		out[string(log)] = uint64(n)
 		return err
 	}, `WITH RECURSIVE logs(log) AS (
-		SELECT (SELECT log FROM log_nodes ORDER BY log LIMIT 1)
+		SELECT (SELECT min(log) FROM log_nodes)
 		UNION ALL
-		SELECT (SELECT n.log FROM log_nodes n WHERE n.log > logs.log ORDER BY n.log LIMIT 1) FROM logs WHERE logs.log IS NOT NULL)
+		SELECT (SELECT min(n.log) FROM log_nodes n WHERE n.log > logs.log) FROM logs WHERE logs.log IS NOT NULL)
 	SELECT log, (SELECT max(idx) FROM log_nodes n WHERE n.log = logs.log) + 1 FROM logs WHERE log IS NOT NULL`)
 	return out, err
 }

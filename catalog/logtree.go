@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -73,12 +74,16 @@ func Lifecycle(r Record) string {
 // hash is of, and what an entry bundle serves. They are exactly what
 // encoding/json writes of leafJSON; the common case, plain ASCII, is
 // written here directly (a record costs its append 1 µs less).
-func Leaf(index uint64, r Record) []byte {
-	l := leafJSON{Index: index, Time: r.Time.UTC().Format(time.RFC3339Nano), Tenant: r.Tenant,
-		Actor: r.Actor, Label: r.Label, Action: r.Action, Lifecycle: Lifecycle(r), Target: r.Target, Status: r.Status}
-	b := make([]byte, 0, 160)
-	b = strconv.AppendUint(append(b, `{"index":`...), l.Index, 10)
-	var ok bool
+func Leaf(index uint64, r Record) []byte { return leaf(index, r)[1:] }
+
+// leaf is 0x00 ‖ Leaf(index, r): what the leaf hash is of, made once.
+func leaf(index uint64, r Record) []byte {
+	t := r.Time.UTC()
+	lc := Lifecycle(r)
+	b := make([]byte, 1, 192)
+	b = strconv.AppendUint(append(b, `{"index":`...), index, 10)
+	b = append(t.AppendFormat(append(b, `,"time":"`...), time.RFC3339Nano), '"')
+	ok := true
 	field := func(name, v string, omitEmpty bool) {
 		if omitEmpty && v == "" {
 			return
@@ -91,23 +96,22 @@ func Leaf(index uint64, r Record) []byte {
 		}
 		b = append(append(b, v...), '"')
 	}
-	ok = true
-	field("time", l.Time, false)
-	field("tenant", l.Tenant, true)
-	field("actor", l.Actor, false)
-	field("label", l.Label, false)
-	field("action", l.Action, false)
-	field("lifecycle", l.Lifecycle, true)
-	field("target", l.Target, true)
-	b = append(strconv.AppendInt(append(b, `,"status":`...), int64(l.Status), 10), '}')
+	field("tenant", r.Tenant, true)
+	field("actor", r.Actor, false)
+	field("label", r.Label, false)
+	field("action", r.Action, false)
+	field("lifecycle", lc, true)
+	field("target", r.Target, true)
+	b = append(strconv.AppendInt(append(b, `,"status":`...), int64(r.Status), 10), '}')
 	if ok {
 		return b
 	}
-	b, err := json.Marshal(l)
+	j, err := json.Marshal(leafJSON{Index: index, Time: t.Format(time.RFC3339Nano), Tenant: r.Tenant,
+		Actor: r.Actor, Label: r.Label, Action: r.Action, Lifecycle: lc, Target: r.Target, Status: r.Status})
 	if err != nil {
 		panic(err) // strings and numbers only
 	}
-	return b
+	return append([]byte{0}, j...)
 }
 
 // A logHead is a log's size and right edge, all an append needs. The
@@ -170,10 +174,12 @@ func flushNodes(tx *Tx, rows []nodeRow) error {
 }
 
 func (tx *Tx) head(log []byte) (logHead, error) {
-	k := string(log)
-	if h, ok := tx.heads[k]; ok {
-		return h, nil
+	for i := range tx.heads {
+		if tx.heads[i].log == string(log) {
+			return tx.heads[i].h, nil
+		}
 	}
+	k := string(log)
 	if h, ok := tx.batch[k]; ok {
 		return h, nil
 	}
@@ -196,10 +202,20 @@ func (tx *Tx) head(log []byte) (logHead, error) {
 }
 
 func (tx *Tx) setHead(log []byte, h logHead) {
-	if tx.heads == nil {
-		tx.heads = map[string]logHead{}
+	for i := range tx.heads {
+		if tx.heads[i].log == string(log) {
+			tx.heads[i].h = h
+			return
+		}
 	}
-	tx.heads[string(log)] = h
+	tx.heads = append(tx.heads, callHead{string(log), h})
+}
+
+// A callHead is a head a call appended to: a call touches a log or two,
+// so a slice, not a map.
+type callHead struct {
+	log string
+	h   logHead
 }
 
 // readHead reads a log's head from its stored nodes: its size, then the
@@ -249,8 +265,8 @@ func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
 		return 0, err
 	}
 	index := h.size
-	edge := slices.Clone(h.edge) // the head it came from is kept until commit
-	stored := edge.Append(index, translog.LeafHash(Leaf(index, r)))
+	edge := slices.Clone(h.edge)                                // the head it came from is kept until commit
+	stored := edge.Append(index, sha256.Sum256(leaf(index, r))) // SHA-256(0x00 ‖ bytes): translog.LeafHash
 	hashes := make([]byte, 0, len(stored)*translog.HashSize)
 	for _, s := range stored {
 		hashes = append(hashes, s[:]...)

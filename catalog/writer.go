@@ -268,7 +268,9 @@ func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now ti
 		}
 		call := &Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now, batch: heads}
 		if errs[i] = r.fn(call); errs[i] == nil {
-			maps.Copy(heads, call.heads)
+			for _, h := range call.heads {
+				heads[h.log] = h.h
+			}
 			nodes = append(nodes, call.nodes...)
 		} else if _, err := sp.exec("ROLLBACK TO w"); err != nil {
 			return nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)

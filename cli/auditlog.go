@@ -83,7 +83,7 @@ func auditVerify(e *env, tenant string, admin bool, files []string) error {
 }
 
 // logName is the logs' name: [audit_log] name, else the first DNS name
-// of the TLS certificate.
+// of the TLS certificate (its first IP address when it names none).
 func logName(cfg *config.Config) (string, error) {
 	if cfg.AuditLog.Name != "" {
 		return cfg.AuditLog.Name, nil
@@ -100,10 +100,15 @@ func logName(cfg *config.Config) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("audit log: parse %s for the log name: %w; or set [audit_log] name", cfg.TLS.Cert, err)
 	}
-	if len(cert.DNSNames) == 0 {
-		return "", fmt.Errorf("audit log: the TLS certificate %s names no DNS name to name the logs by; set [audit_log] name", cfg.TLS.Cert)
+	switch {
+	case len(cert.DNSNames) > 0:
+		return cert.DNSNames[0], nil
+	case len(cert.IPAddresses) > 0:
+		// A certificate for an address only: the logs are named by it
+		// rather than refuse to start a server upgraded in place.
+		return cert.IPAddresses[0].String(), nil
 	}
-	return cert.DNSNames[0], nil
+	return "", fmt.Errorf("audit log: the TLS certificate %s names no DNS name nor IP address to name the logs by; set [audit_log] name", cfg.TLS.Cert)
 }
 
 // openLogs opens the audit logs' signer, making its key at the first

@@ -64,7 +64,7 @@ func (r nodeReader) Node(level int, index uint64) (translog.Hash, error) {
 func (c *Catalog) LogEntries(ctx context.Context, log []byte, from uint64, n int) ([][]byte, error) {
 	q := `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, NULL FROM log_nodes n JOIN audit a ON a.id = n.rec
 		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
-	if len(log) == 0 {
+	if isAdmin(log) {
 		q = `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, a.tenant FROM log_nodes n JOIN admin_log a ON a.id = n.rec
 		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
 	}
@@ -132,7 +132,7 @@ func (c *Catalog) LogRows(ctx context.Context, log []byte, fn func(LogRow) error
 		return err
 	}
 	q, args := qLogRows+` ORDER BY id`, []any{log}
-	if len(log) == 0 {
+	if isAdmin(log) {
 		q, args = qAdminRows+` ORDER BY id`, nil
 	}
 	var index uint64

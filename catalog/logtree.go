@@ -23,8 +23,13 @@ import (
 // completes, so that an append writes one row and a proof reads stored
 // nodes only.
 
-// AdminLogID is the key of the admin log's tree; a tenant's is its id.
-var AdminLogID = []byte{}
+// AdminLogID is the key of the admin log's tree, "admin", which no
+// tenant's (its 16-byte id) can be. Not the empty blob: the replica's
+// change log would carry it as NULL.
+var AdminLogID = []byte("admin")
+
+// isAdmin reports whether log is the admin log's key.
+func isAdmin(log []byte) bool { return string(log) == string(AdminLogID) }
 
 // LogID is the key of tenant's tree.
 func LogID(tenant ids.ID) []byte { return tenant[:] }
@@ -339,7 +344,7 @@ func (tx *Tx) backfillLog(log []byte) error {
 	}
 	var recs []rec
 	q, args := qLogRows+` AND id > ? ORDER BY id`, []any{log, int64(-1)}
-	if len(log) == 0 {
+	if isAdmin(log) {
 		q, args = qAdminRows+` WHERE id > ? ORDER BY id`, []any{int64(-1)}
 	}
 	var done int64 = -1

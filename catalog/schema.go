@@ -294,7 +294,7 @@ CREATE INDEX versions_by_uuid ON versions (tenant, uuid, id, stored_at);
 
 	// 11: each tenant's audit log and the admin log as RFC 6962 Merkle
 	// trees (docs/FORMAT.md, "Audit log tree"): per record, the hashes
-	// its leaf completes; per log, the newest signed checkpoint. The admin log's key is the empty blob. A
+	// its leaf completes; per log, the newest signed checkpoint. The admin log's key is the blob 'admin'. A
 	// signing key has a purpose: the receipts', or the logs'. The records
 	// already there become leaves at the first start (catalog/logtree.go).
 	`

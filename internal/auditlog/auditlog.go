@@ -50,7 +50,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, name st
 
 // Origin is the name of log: <name>/<tenant id>, or <name>/admin.
 func Origin(name string, log []byte) string {
-	if len(log) == 0 {
+	if string(log) == string(catalog.AdminLogID) {
 		return name + "/admin"
 	}
 	return name + "/" + ids.ID(log).String()

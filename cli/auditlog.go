@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/config"
 )
 
@@ -122,9 +122,9 @@ func (d *Daemon) openLogs(ctx context.Context, cfg *config.Config) error {
 	return err
 }
 
-// SignLogs runs one signing pass of the audit logs (auditlog.Logs.Sign).
-func (d *Daemon) SignLogs(ctx context.Context) {
-	if _, err := d.Logs.Sign(ctx); err != nil && ctx.Err() == nil {
+// signLogs runs the audit logs' signing loop (auditlog.Logs.Run).
+func (d *Daemon) signLogs(ctx context.Context) {
+	d.Logs.Run(ctx, checkpointInterval, func(err error) {
 		d.Log.Error("audit log checkpoint failed", "error", err.Error())
-	}
+	})
 }

@@ -56,7 +56,7 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		tick := replicaMetrics(d.reg, d.Replica)
 		g.Go("replica metrics", func(ctx context.Context) { every(ctx, time.Second, tick) })
 	}
-	g.Go("audit log checkpoints", func(ctx context.Context) { every(ctx, checkpointInterval, d.SignLogs) })
+	g.Go("audit log checkpoints", d.signLogs)
 	g.Go("search indexing", func(ctx context.Context) { every(ctx, 2*time.Second, d.IndexSearch) })
 	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}
 	g.Go("webhooks", sender.Run)
@@ -133,6 +133,9 @@ func (d *Daemon) Sweep(ctx context.Context) {
 		d.Log.Error("purge sweep failed", "purged", n, "error", err.Error())
 	} else if n > 0 {
 		d.Log.Info("purge sweep", "purged", n)
+	}
+	if n > 0 {
+		d.Logs.Poke() // the purges' records signed at once
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
@@ -28,7 +29,8 @@ type Logs struct {
 	Cat  *catalog.Catalog
 	name string
 	key  ed25519.PrivateKey
-	mu   sync.Mutex // one signing pass at a time
+	mu   sync.Mutex    // one signing pass at a time
+	poke chan struct{} // a pass asked for now (Poke)
 }
 
 // Open makes the logs' signing key unless the catalog has one, sealed
@@ -45,7 +47,38 @@ func Open(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, name st
 	if err != nil {
 		return nil, err
 	}
-	return &Logs{Cat: cat, name: name, key: key}, nil
+	return &Logs{Cat: cat, name: name, key: key, poke: make(chan struct{}, 1)}, nil
+}
+
+// Poke asks Run for a signing pass now rather than at its next tick:
+// after a purge, an erasure or a tenant change, whose records a witness
+// should see at once. It never waits; a nil Logs ignores it.
+func (l *Logs) Poke() {
+	if l == nil {
+		return
+	}
+	select {
+	case l.poke <- struct{}{}:
+	default: // a pass is asked for already
+	}
+}
+
+// Run signs a pass every interval, and at once when poked, until ctx
+// ends; failed hears each pass's error.
+func (l *Logs) Run(ctx context.Context, interval time.Duration, failed func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.poke:
+		}
+		if _, err := l.Sign(ctx); err != nil && ctx.Err() == nil {
+			failed(err)
+		}
+	}
 }
 
 // Origin is the name of log: <name>/<tenant id>, or <name>/admin.

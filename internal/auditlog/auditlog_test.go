@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/auditlog"
@@ -231,4 +232,21 @@ func BenchmarkSignPass(b *testing.B) {
 			b.Fatalf("%d %v", n, err)
 		}
 	}
+}
+
+// TestPokeSignsAtOnce: with a tick an hour away, a poke (a purge, an
+// erasure, a tenant change) has the new records signed.
+func TestPokeSignsAtOnce(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	cat, logs, tn := setup(t, 3)
+	go logs.Run(ctx, time.Hour, func(err error) { t.Error(err) })
+	appendRecords(t, cat, tn, 2)
+	logs.Poke()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if size, _, err := cat.LogCheckpoint(ctx, catalog.LogID(tn.ID)); err == nil && size == 5 {
+			return
+		}
+	}
+	t.Fatal("a poke did not sign the new records")
 }

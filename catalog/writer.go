@@ -83,6 +83,14 @@ func (c *Catalog) Note(ctx context.Context, fn func(*Tx) error) error {
 	return c.write(ctx, fn, note)
 }
 
+// UpdateSpare runs fn as Update does, but a write refused for want of
+// space is refused, the reserve kept: for what may wait for room, such as
+// an audit log's checkpoint (docs/FORMAT.md, "Audit log tree"), which
+// must never spend the room a delete needs on a full disk.
+func (c *Catalog) UpdateSpare(ctx context.Context, fn func(*Tx) error) error {
+	return c.enqueue(ctx, fn, general)
+}
+
 func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, kind writeKind) error {
 	err := c.enqueue(ctx, fn, kind)
 	if reserve.IsFull(err) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
 )
@@ -60,7 +62,7 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 	g.Go("search indexing", func(ctx context.Context) { every(ctx, 2*time.Second, d.IndexSearch) })
 	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}
 	g.Go("webhooks", sender.Run)
-	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, func(context.Context) { d.Disk.Tick() }) })
+	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, d.diskTick) })
 	g.Go("purge sweep", func(ctx context.Context) { every(ctx, cfg.Retention.PurgeInterval, d.Sweep) })
 
 	// The look at every object, once the server answers, then daily
@@ -87,6 +89,24 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		d.PackRun(ctx)
 		every(ctx, cfg.Storage.Parquet.PackInterval, d.PackRun)
 	})
+}
+
+// diskTick measures the disk and makes the reserve again when it can
+// (diskspace.Monitor.Tick). While the reserve is missing, the catalog's
+// write-ahead log is copied into the catalog and truncated first: the
+// log keeps a page per page each commit changed (a record, its leaf),
+// up to SQLite's 1000-page checkpoint, 4 MiB a full disk may need for
+// the reserve.
+func (d *Daemon) diskTick(ctx context.Context) {
+	if !reserve.Whole(filepath.Dir(d.Cat.Path())) {
+		// Bounded: a reader holding the log waits for the next tick.
+		cctx, cancel := context.WithTimeout(ctx, diskInterval/2)
+		if err := d.Cat.Checkpoint(cctx); err != nil && ctx.Err() == nil {
+			d.Log.Debug("catalog checkpoint for the reserve", "error", err.Error())
+		}
+		cancel()
+	}
+	d.Disk.Tick()
 }
 
 // every runs fn every interval until ctx ends; a loop that must run at

@@ -139,7 +139,9 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 		}
 		notes = append(notes, cp{[]byte(log), n, note})
 	}
-	err = l.Cat.Update(ctx, func(tx *catalog.Tx) error {
+	// On a full disk the checkpoint waits for room: the reserve is the
+	// deletes' (catalog.UpdateSpare).
+	err = l.Cat.UpdateSpare(ctx, func(tx *catalog.Tx) error {
 		for _, c := range notes {
 			if err := tx.SetLogCheckpoint(c.log, c.size, c.note); err != nil {
 				return err

@@ -19,17 +19,21 @@ run: build
 # Everything: formatting, vet, and every test with the race detector,
 # against real S3 servers and real DuckDB, which test-tools installs; then
 # test/openapi, the OpenAPI document checked with an OpenAPI library and
-# linted by Redocly's CLI (installed by test-tools too), a module of its
-# own so that the library is no requirement of the binary.
+# linted by Redocly's CLI (installed by test-tools too), and test/tlog, the
+# audit logs checked with golang.org/x/mod's sumdb/tlog and sumdb/note,
+# modules of their own so that the libraries are no requirement of the
+# binary.
 test: lint test-tools
 	$(GO) test -race -timeout 30m ./...
 	cd test/openapi && $(GO) test -count=1 ./...
+	cd test/tlog && $(GO) test -count=1 ./...
 
 test-tools:
 	scripts/install-test-tools.sh
 	scripts/install-duckdb.sh
 	scripts/install-redocly.sh
 	cd test/openapi && $(GO) mod download
+	cd test/tlog && $(GO) mod download
 
 # The documentation pages, run against the real binary (also part of test).
 docs-test: build test-tools
@@ -39,6 +43,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/openapi && $(GO) vet ./...
+	cd test/tlog && $(GO) vet ./...
 
 # Every Go benchmark, then perf's table.
 bench: test-tools

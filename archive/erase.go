@@ -300,19 +300,7 @@ func Lists(items []catalog.Erased) ([]receipt.Item, []string) {
 
 // signingKey opens the newest receipt signing key.
 func (a *Archive) signingKey(ctx context.Context) (ed25519.PrivateKey, error) {
-	keys, err := a.Cat.SigningKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, ErrNoSigningKey
-	}
-	k := keys[len(keys)-1]
-	seed, err := a.Key.Unwrap(k.Wrapped, a.Cat.ID, k.ID)
-	if err != nil {
-		return nil, fmt.Errorf("archive: open the receipt signing key: %w", err)
-	}
-	return ed25519.NewKeyFromSeed(seed[:]), nil
+	return OpenKey(ctx, a.Cat, a.Key, catalog.PurposeReceipt)
 }
 
 // JWKS is the public half of every receipt signing key.
@@ -339,19 +327,27 @@ func JWKS(ctx context.Context, cat *catalog.Catalog) (receipt.Set, error) {
 }
 
 // EnsureSigningKey makes the receipt signing key of cat unless it has
-// one: init makes it, and the first start of a catalog made before. The
-// seed is wrapped under the master key as a data key is, for the catalog
-// id and the key's own id (docs/FORMAT.md, "Erasure").
+// one: init makes it, and the first start of a catalog made before
+// (EnsureKey).
 func EnsureSigningKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey) (bool, error) {
-	if keys, err := cat.SigningKeys(ctx); err != nil || len(keys) > 0 {
+	return EnsureKey(ctx, cat, mk, catalog.PurposeReceipt)
+}
+
+// EnsureKey makes cat's Ed25519 signing key of purpose (a receipt key,
+// the audit logs' key) unless it has one. The seed is wrapped under the
+// master key as a data key is, for the catalog id and the key's own id
+// (docs/FORMAT.md, "Erasure"), so that a master-key rotation rewraps it
+// with the others.
+func EnsureKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, purpose string) (bool, error) {
+	if keys, err := cat.SigningKeysFor(ctx, purpose); err != nil || len(keys) > 0 {
 		return false, err
 	}
 	var seed seal.DataKey
 	if _, err := rand.Read(seed[:]); err != nil {
-		return false, fmt.Errorf("archive: make the receipt signing key: %w", err)
+		return false, fmt.Errorf("archive: make the %s signing key: %w", purpose, err)
 	}
 	pub := ed25519.NewKeyFromSeed(seed[:]).Public().(ed25519.PublicKey)
-	k := catalog.SigningKey{KID: receipt.KeyID(pub), ID: ids.NewRandom(), Public: pub}
+	k := catalog.SigningKey{KID: receipt.KeyID(pub), ID: ids.NewRandom(), Public: pub, Purpose: purpose}
 	var err error
 	if k.Wrapped, err = mk.Wrap(seed, cat.ID, k.ID); err != nil {
 		return false, err
@@ -363,4 +359,22 @@ func EnsureSigningKey(ctx context.Context, cat *catalog.Catalog, mk *seal.Master
 		return err
 	})
 	return added, err
+}
+
+// OpenKey opens cat's newest signing key of purpose; ErrNoSigningKey
+// when it has none.
+func OpenKey(ctx context.Context, cat *catalog.Catalog, mk *seal.MasterKey, purpose string) (ed25519.PrivateKey, error) {
+	keys, err := cat.SigningKeysFor(ctx, purpose)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, ErrNoSigningKey
+	}
+	k := keys[len(keys)-1]
+	seed, err := mk.Unwrap(k.Wrapped, cat.ID, k.ID)
+	if err != nil {
+		return nil, fmt.Errorf("archive: open the %s signing key: %w", purpose, err)
+	}
+	return ed25519.NewKeyFromSeed(seed[:]), nil
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/vcon-server/vcon-server/vcon"
 )
 
-// index adds a new version's search tokens in the transaction that stores
-// it, when its tenant has search on.
-func index(tx *catalog.Tx, tk *seal.TenantKey, v catalog.Version, m *vcon.Meta) error {
+// addTokens adds a new version's search tokens in the transaction that
+// stores it, when its tenant has search on.
+func addTokens(tx *catalog.Tx, tk *seal.TenantKey, v catalog.Version, m *vcon.Meta) error {
 	t, err := tx.Tenant(v.Tenant)
 	if err != nil || t.Search == vocab.SearchOff {
 		return err

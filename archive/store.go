@@ -43,6 +43,10 @@ type Stored struct {
 	// nothing was stored and Version names that version (docs/api.md).
 	Replayed bool
 	Meta     *vcon.Meta
+	// AuditIndex is the index of the store's record in the tenant's
+	// audit log (docs/audit-log.md); HasAuditIndex is false without one.
+	AuditIndex    uint64
+	HasAuditIndex bool
 }
 
 // Gzip reports whether the request's body is gzip as sent.
@@ -118,7 +122,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		Form: b.meta.Form, Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac,
 	}
-	replay, replaced, err := a.commitVersion(ctx, req, v, b, tk)
+	replay, replaced, index, err := a.commitVersion(ctx, req, v, b, tk)
 	if err != nil || replay != nil {
 		// No row names the object, so its key is lost and it can never be
 		// opened; remove it now rather than leaving it to recovery.
@@ -136,7 +140,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	}
 	crashpoint.Hit(crashpoint.StoreAfterCommit)
 	// 5. The answer: 201, or 200 for a replacement.
-	return Stored{UUID: b.uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: b.meta}, nil
+	return Stored{UUID: b.uuid, Version: vid, StoredAt: now, Replaced: replaced, Meta: b.meta, AuditIndex: index, HasAuditIndex: req.Record != nil}, nil
 }
 
 // storedBody is what step 2 of a store learns of its body.
@@ -201,7 +205,7 @@ func (b storedBody) replayed(r catalog.Replay) Stored {
 // tokens, a small write, unless the body turns out to repeat the current
 // version (two retries racing): then it returns that version and writes
 // nothing. replaced says whether v replaced a current version.
-func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog.Version, b storedBody, tk *seal.TenantKey) (replay *catalog.Replay, replaced bool, err error) {
+func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog.Version, b storedBody, tk *seal.TenantKey) (replay *catalog.Replay, replaced bool, index uint64, err error) {
 	err = a.Cat.UpdateSmall(ctx, func(tx *catalog.Tx) error {
 		var err error
 		if replay, err = b.retryOf(req, tx.ReplayOf); err != nil || replay != nil {
@@ -219,10 +223,11 @@ func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog
 			if err := tx.Audit(req.Tenant, rec); err != nil {
 				return err
 			}
+			index, _ = tx.AuditIndex()
 		}
-		return index(tx, tk, v, b.meta)
+		return addTokens(tx, tk, v, b.meta)
 	})
-	return replay, replaced, err
+	return replay, replaced, index, err
 }
 
 // inspector reads, on a goroutine of its own, the clear bytes written to

@@ -23,18 +23,46 @@ type Record struct {
 	Status int       `json:"status"`
 }
 
-// Audit appends r to tenant's audit log.
+// Audit appends r to tenant's audit log, its row and its leaf
+// (catalog/logtree.go); AuditIndex then names its index.
 func (tx *Tx) Audit(tenant ids.ID, r Record) error {
-	_, err := tx.exec(`INSERT INTO audit(tenant, at, actor, label, action, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	res, err := tx.exec(`INSERT INTO audit(tenant, at, actor, label, action, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		tenant[:], nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Target), r.Status)
+	if err != nil {
+		return err
+	}
+	r.Time, r.Tenant = fromNanos(nanos(tx.now)), ""
+	return tx.appendRecord(LogID(tenant), res, r)
+}
+
+// AdminLog appends r to the admin log, its row and its leaf.
+func (tx *Tx) AdminLog(r Record) error {
+	res, err := tx.exec(`INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status)
+	if err != nil {
+		return err
+	}
+	r.Time = fromNanos(nanos(tx.now))
+	return tx.appendRecord(AdminLogID, res, r)
+}
+
+func (tx *Tx) appendRecord(log []byte, res sql.Result, r Record) error {
+	id, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("catalog: append to the audit log: %w", err)
+	}
+	i, err := appendLeaf(tx, log, id, r)
+	tx.auditIndex = &i
 	return err
 }
 
-// AdminLog appends r to the admin log.
-func (tx *Tx) AdminLog(r Record) error {
-	_, err := tx.exec(`INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status)
-	return err
+// AuditIndex is the index in its log of the last record this call
+// appended (Audit, AdminLog); false when it appended none.
+func (tx *Tx) AuditIndex() (uint64, bool) {
+	if tx.auditIndex == nil {
+		return 0, false
+	}
+	return *tx.auditIndex, true
 }
 
 // Audit appends one record to a tenant's log in a write of its own.

@@ -41,12 +41,13 @@ type Catalog struct {
 	reqs chan *writeReq
 	done chan struct{}
 
-	commits      atomic.Uint64 // write batches committed by this process
-	ckMu         sync.Mutex    // one checkpoint at a time
-	checkpointed uint64        // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
-	stmts        stmts         // the hot queries, prepared (stmts.go)
-	noteSyncs    atomic.Uint64 // fsyncs of the log made for notes (writer.go)
-	eraseTurn    sync.Mutex    // one erasure batch in the writer at a time (erasebatch.go)
+	commits      atomic.Uint64      // write batches committed by this process
+	ckMu         sync.Mutex         // one checkpoint at a time
+	checkpointed uint64             // 1 + the commits a finished checkpoint covers; 0: none ran (the WAL may hold an earlier process's writes)
+	stmts        stmts              // the hot queries, prepared (stmts.go)
+	noteSyncs    atomic.Uint64      // fsyncs of the log made for notes (writer.go)
+	eraseTurn    sync.Mutex         // one erasure batch in the writer at a time (erasebatch.go)
+	heads        map[string]logHead // the logs' heads, committed; the writer's alone (logtree.go)
 	// Now is the clock of every recorded time; tests replace it.
 	Now func() time.Time
 }
@@ -57,6 +58,15 @@ type Tx struct {
 	c   *Catalog
 	ctx context.Context
 	now time.Time
+	// auditIndex is the index of the last record appended (AuditIndex).
+	auditIndex *uint64
+	// heads are the logs this call appended to, batch its batch's
+	// (catalog/logtree.go).
+	heads []callHead
+	batch map[string]logHead
+	// nodes are the rows of log_nodes this call appended, written by
+	// its batch before it commits.
+	nodes []nodeRow
 }
 
 func dsn(path string) string {
@@ -143,7 +153,7 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 	// reading the schema and preparing its statements anew.
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
-	c := &Catalog{path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now}
+	c := &Catalog{path: path, reqs: make(chan *writeReq, 256), done: make(chan struct{}), Now: time.Now, heads: map[string]logHead{}}
 	c.db = pool{DB: db, c: c}
 	err = c.migrate(ctx)
 	if reserve.IsFull(err) {
@@ -168,6 +178,10 @@ func open(ctx context.Context, path string) (*Catalog, error) {
 		_ = os.Chmod(p, 0o600)
 	}
 	go c.writer()
+	if err := c.backfillLogs(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -27,6 +27,8 @@
 //	tenantdelete.go  tenant_deletions, every table with a tenant column         Tenant delete
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog
+//	logtree.go       log_nodes (appends, the backfill), leaves                  Audit log tree
+//	logreads.go      log_nodes, log_checkpoints (reads; checkpoints)            Audit log tree
 //	holds.go         vcons.held                                                 The catalog
 //	versions.go      versions, vcons (writes)                                   Store, Delete
 //	versionreads.go  versions, vcons (reads)                                    Indexes, Export
@@ -38,7 +40,7 @@
 //	search.go        search_tokens, tenants.search                              Search index
 //	erasures.go      erasures, erased                                           Erasure
 //	erasebatch.go    erase_todo, erased                                         Erasure
-//	signingkeys.go   signing_keys                                               The receipts' signing key
+//	signingkeys.go   signing_keys                                               The receipts' signing key, Audit log tree
 //	webhooks.go      webhooks, webhook_events                                   Webhook outbox
 //	rotate.go        tenant_keys, signing_keys, webhooks.secret, meta           Master-key rotation
 //	replog.go        replica_log, replica_state (the change log)                Replica

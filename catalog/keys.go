@@ -16,8 +16,12 @@ import (
 	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
-// Scopes a tenant key may hold.
-var Scopes = []string{"write", "read", "delete"}
+// Scopes a tenant key may hold: audit reads the tenant's audit log as a
+// transparency log (docs/audit-log.md).
+var Scopes = []string{"write", "read", "delete", ScopeAudit}
+
+// ScopeAudit is the tenant key scope of the audit log's routes.
+const ScopeAudit = "audit"
 
 // The scopes an operator key may hold, each a part of the admin API
 // (docs/keys-and-audit.md); every admin route names one (server/server.go).

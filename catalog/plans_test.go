@@ -55,6 +55,8 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH search_tokens USING COVERING INDEX search_tokens_by_version (version=?)"},
 		{"qDelAudit", qDelAudit, []any{t, 5000},
 			"SEARCH audit USING INTEGER PRIMARY KEY (rowid=?)"},
+		{"qDelLogNodes", qDelLogNodes, []any{t, 5000},
+			"SEARCH log_nodes USING PRIMARY KEY (log=? AND idx=?)"},
 		{"qDelEvents", qDelEvents, []any{t, 5000},
 			"SEARCH webhook_events USING INTEGER PRIMARY KEY (rowid=?)"},
 		{"qDelVersions", qDelVersions, []any{t, 5000},

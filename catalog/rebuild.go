@@ -56,9 +56,29 @@ func (l *Loader) finish() error {
 		}
 	}
 	now := nanos(time.Now())
+	// A replica made before the trees (migration 11) has no log tables:
+	// the first start makes every record a leaf (backfillLogs).
+	var trees int
+	if err := l.tx.QueryRowContext(l.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_nodes'`).Scan(&trees); err != nil {
+		return err
+	}
+	raw := &rawTx{ctx: l.ctx, tx: l.tx, heads: map[string]logHead{}}
 	for _, r := range l.adminLogs {
-		if _, err := l.tx.ExecContext(l.ctx, `INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			now, r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status); err != nil {
+		res, err := l.tx.ExecContext(l.ctx, `INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			now, r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status)
+		if err != nil {
+			return err
+		}
+		// The restore's records are leaves of the admin log as any are.
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		r.Time = fromNanos(now)
+		if trees == 0 {
+			continue
+		}
+		if _, err := appendLeaf(raw, AdminLogID, id, r); err != nil {
 			return err
 		}
 	}

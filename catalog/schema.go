@@ -292,13 +292,13 @@ DROP INDEX versions_by_uuid;
 CREATE INDEX versions_by_uuid ON versions (tenant, uuid, id, stored_at);
 `,
 
-	// 11: a key per tenant (docs/FORMAT.md, "Keys"). A catalog made before
+	// 11: a key per tenant (docs/FORMAT.md, "Tenant keys"). A catalog made before
 	// has none: serve makes each tenant's and moves its data keys under it
 	// (archive.MoveToTenantKeys), its cursor in meta key_move.
 	`
 CREATE TABLE tenant_keys (
-	tenant    BLOB PRIMARY KEY,
-	wrapped   BLOB NOT NULL,
+	tenant      BLOB PRIMARY KEY,
+	wrapped     BLOB NOT NULL,
 	key_check   BLOB NOT NULL,
 	kms_key     TEXT,
 	kms_service TEXT,
@@ -327,5 +327,29 @@ CREATE TABLE tenant_deletions (
 	done_at      INTEGER,
 	receipt      TEXT
 ) WITHOUT ROWID;
+`,
+
+	// 13: each tenant's audit log and the admin log as RFC 6962 Merkle
+	// trees (docs/FORMAT.md, "Audit log tree"): per record, the hashes
+	// its leaf completes; per log, the newest signed checkpoint. The
+	// admin log's key is the blob 'admin'. A signing key has a purpose:
+	// the receipts', or the logs'. The records already there become
+	// leaves at the first start (catalog/logtree.go).
+	`
+CREATE TABLE log_nodes (
+	log    BLOB NOT NULL,
+	idx    INTEGER NOT NULL,
+	rec    INTEGER NOT NULL,
+	hashes BLOB NOT NULL,
+	PRIMARY KEY (log, idx)
+) WITHOUT ROWID;
+CREATE TABLE log_checkpoints (
+	log  BLOB PRIMARY KEY,
+	size INTEGER NOT NULL,
+	note TEXT NOT NULL,
+	at   INTEGER NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE signing_keys ADD COLUMN purpose TEXT NOT NULL DEFAULT 'receipt';
+INSERT INTO meta(key, value) VALUES ('log_backfill', 1);
 `,
 }

@@ -180,11 +180,12 @@ var deletePage = 5000 // a test makes it smaller
 // tenantPaged are the tables a tenant's delete pages through, each with
 // the statement that deletes one page of the tenant's rows, in an order
 // that keeps every foreign key: what references a row goes before it.
-var tenantPaged = []string{qDelTokens, qDelAudit, qDelEvents, qDelVersions, qDelVcons}
+var tenantPaged = []string{qDelTokens, qDelAudit, qDelLogNodes, qDelEvents, qDelVersions, qDelVcons}
 
 const (
 	qDelTokens   = `DELETE FROM search_tokens WHERE version IN (SELECT version FROM search_tokens WHERE tenant = ? LIMIT ?)`
 	qDelAudit    = `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE tenant = ? LIMIT ?)`
+	qDelLogNodes = `DELETE FROM log_nodes WHERE (log, idx) IN (SELECT log, idx FROM log_nodes WHERE log = ? LIMIT ?)`
 	qDelEvents   = `DELETE FROM webhook_events WHERE id IN (SELECT id FROM webhook_events WHERE tenant = ? LIMIT ?)`
 	qDelVersions = `DELETE FROM versions WHERE id IN (SELECT id FROM versions WHERE tenant = ? LIMIT ?)`
 	qDelVcons    = `DELETE FROM vcons WHERE (tenant, uuid) IN (SELECT tenant, uuid FROM vcons WHERE tenant = ? LIMIT ?)`
@@ -203,6 +204,7 @@ var tenantLast = []string{
 	`DELETE FROM pack_files WHERE tenant = ?`,
 	`DELETE FROM keys WHERE tenant = ?`,
 	`DELETE FROM tenant_keys WHERE tenant = ?`,
+	`DELETE FROM log_checkpoints WHERE log = ?`,
 	`DELETE FROM tenants WHERE id = ?`,
 }
 

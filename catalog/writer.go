@@ -2,10 +2,12 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -79,6 +81,14 @@ func (c *Catalog) UpdateSmall(ctx context.Context, fn func(*Tx) error) error {
 // record.
 func (c *Catalog) Note(ctx context.Context, fn func(*Tx) error) error {
 	return c.write(ctx, fn, note)
+}
+
+// UpdateSpare runs fn as Update does, but a write refused for want of
+// space is refused, the reserve kept: for what may wait for room, such as
+// an audit log's checkpoint (docs/FORMAT.md, "Audit log tree"), which
+// must never spend the room a delete needs on a full disk.
+func (c *Catalog) UpdateSpare(ctx context.Context, fn func(*Tx) error) error {
+	return c.enqueue(ctx, fn, general)
 }
 
 func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, kind writeKind) error {
@@ -221,37 +231,18 @@ func (w *writer) commitBatch(batch []*writeReq) {
 		return
 	}
 	now := c.Now()
-	// One savepoint name serves every call: each is released before the
-	// next starts, and a fixed text stays prepared (stmts.go).
-	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, err := sp.exec("SAVEPOINT w"); err != nil {
-			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
-			continue
-		}
-		errs[i] = r.fn(&Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now})
-		if errs[i] != nil {
-			if _, err := sp.exec("ROLLBACK TO w"); err != nil {
-				sqlTx.Rollback()
-				fail(fmt.Errorf("catalog: rollback to savepoint: %w", err))
-				return
-			}
-		}
-		if _, err := sp.exec("RELEASE w"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("catalog: release savepoint: %w", err))
-			return
-		}
+	heads, err := runCalls(c, sqlTx, batch, errs, now)
+	if err != nil {
+		sqlTx.Rollback()
+		fail(err)
+		return
 	}
 	if err := sqlTx.Commit(); err != nil {
 		fail(fmt.Errorf("catalog: commit: %w", err))
 		return
 	}
 	c.commits.Add(1)
+	maps.Copy(c.heads, heads)
 	// A synced commit that wrote frames syncs the notes before it too, but
 	// whether it wrote any is not known here: the timer's one fsync a
 	// second at most is cheaper than finding out.
@@ -262,6 +253,41 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
+}
+
+// runCalls runs each call of batch in a savepoint of sqlTx, its error in
+// errs, then writes the audit log nodes of the calls that succeeded
+// (flushNodes). It returns the logs' heads those calls left, for the
+// catalog to keep once the batch commits; an error fails the batch.
+func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now time.Time) (map[string]logHead, error) {
+	// One savepoint name serves every call: each is released before the
+	// next starts, and a fixed text stays prepared (stmts.go).
+	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
+	heads := map[string]logHead{} // the logs' heads as the calls that succeeded left them
+	var nodes []nodeRow           // and the nodes they appended
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := sp.exec("SAVEPOINT w"); err != nil {
+			errs[i] = fmt.Errorf("catalog: savepoint: %w", err)
+			continue
+		}
+		call := &Tx{tx: sqlTx, c: c, ctx: r.ctx, now: now, batch: heads}
+		if errs[i] = r.fn(call); errs[i] == nil {
+			for _, h := range call.heads {
+				heads[h.log] = h.h
+			}
+			nodes = append(nodes, call.nodes...)
+		} else if _, err := sp.exec("ROLLBACK TO w"); err != nil {
+			return nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
+		}
+		if _, err := sp.exec("RELEASE w"); err != nil {
+			return nil, fmt.Errorf("catalog: release savepoint: %w", err)
+		}
+	}
+	return heads, flushNodes(sp, nodes)
 }
 
 // Commits counts the write batches this process committed: a cheap way

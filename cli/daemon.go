@@ -14,6 +14,7 @@ import (
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/diskspace"
 	"github.com/vcon-server/vcon-server/internal/metrics"
@@ -40,6 +41,8 @@ type Daemon struct {
 	probe storeProbe // whether the object store answers, for /health
 	// Replica is the catalog's replica; nil without [replica].
 	Replica *replica.Replica
+	// Logs signs and serves the audit logs (docs/audit-log.md).
+	Logs *auditlog.Logs
 
 	key     *seal.MasterKey
 	keyMiss string            // the rotated key's file this server could not open, logged once
@@ -85,6 +88,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Option
 		return nil, err
 	}
 	if err := d.repair(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.openLogs(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if err := d.listen(cfg, opt); err != nil {
@@ -250,6 +256,7 @@ func (d *Daemon) listen(cfg *config.Config, opt Options) error {
 	if d.Replica != nil {
 		s.Replica = d.Replica
 	}
+	s.Logs = d.Logs
 	d.srv = server.NewHTTPServer(s.Handler(), d.Log)
 	opt.Limits.Apply(d.srv)
 	return nil

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
 )
@@ -56,13 +58,14 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		tick := replicaMetrics(d.reg, d.Replica)
 		g.Go("replica metrics", func(ctx context.Context) { every(ctx, time.Second, tick) })
 	}
+	g.Go("audit log checkpoints", d.signLogs)
 	g.Go("search indexing", func(ctx context.Context) { every(ctx, 2*time.Second, d.IndexSearch) })
 	g.Go("master key", func(ctx context.Context) {
 		every(ctx, time.Second, func(ctx context.Context) { d.watchMasterKey(ctx, cfg) })
 	})
 	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}
 	g.Go("webhooks", sender.Run)
-	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, func(context.Context) { d.Disk.Tick() }) })
+	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, d.diskTick) })
 	g.Go("purge sweep", func(ctx context.Context) { every(ctx, cfg.Retention.PurgeInterval, d.Sweep) })
 
 	// The look at every object, once the server answers, then daily
@@ -89,6 +92,24 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		d.PackRun(ctx)
 		every(ctx, cfg.Storage.Parquet.PackInterval, d.PackRun)
 	})
+}
+
+// diskTick measures the disk and makes the reserve again when it can
+// (diskspace.Monitor.Tick). While the reserve is missing, the catalog's
+// write-ahead log is copied into the catalog and truncated first: the
+// log keeps a page per page each commit changed (a record, its leaf),
+// up to SQLite's 1000-page checkpoint, 4 MiB a full disk may need for
+// the reserve.
+func (d *Daemon) diskTick(ctx context.Context) {
+	if !reserve.Whole(filepath.Dir(d.Cat.Path())) {
+		// Bounded: a reader holding the log waits for the next tick.
+		cctx, cancel := context.WithTimeout(ctx, diskInterval/2)
+		if err := d.Cat.Checkpoint(cctx); err != nil && ctx.Err() == nil {
+			d.Log.Debug("catalog checkpoint for the reserve", "error", err.Error())
+		}
+		cancel()
+	}
+	d.Disk.Tick()
 }
 
 // every runs fn every interval until ctx ends; a loop that must run at
@@ -135,6 +156,9 @@ func (d *Daemon) Sweep(ctx context.Context) {
 		d.Log.Error("purge sweep failed", "purged", n, "error", err.Error())
 	} else if n > 0 {
 		d.Log.Info("purge sweep", "purged", n)
+	}
+	if n > 0 {
+		d.Logs.Poke() // the purges' records signed at once
 	}
 }
 

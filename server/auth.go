@@ -93,6 +93,9 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 		if !done {
 			s.audit(r, k, action, target, status)
 		}
+		if (action == "delete" || action == "erasure") && status < 300 {
+			s.Logs.Poke() // a delete's or an erasure's records signed at once
+		}
 	})
 }
 
@@ -123,6 +126,9 @@ func (s *Server) operatorRoute(scope string, h http.HandlerFunc) http.HandlerFun
 			return
 		}
 		s.gated(h)(w, r)
+		if r.Method != http.MethodGet {
+			s.Logs.Poke() // a tenant change's records signed at once
+		}
 	})
 }
 

@@ -24,7 +24,7 @@ func TestJWKSKidIsThumbprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`UPDATE signing_keys SET kid = 'made-up'`)
+	_, err = db.Exec(`UPDATE signing_keys SET kid = 'made-up' WHERE purpose = 'receipt'`)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)

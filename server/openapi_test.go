@@ -83,6 +83,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 			want = []string{"after"}
 		case "GET /admin/log":
 			want = []string{"since", "until", "limit", "after"}
+		case "GET /audit/log/proof", "GET /admin/log/proof":
+			want = []string{"index"}
 		}
 		if !sameSet(op.Query, want) {
 			t.Errorf("%s documents the query parameters %v; the route reads %v", op.Pattern(), op.Query, want)
@@ -103,7 +105,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	// from an address of its own, so that no failure blocks the next.
 	e := testenv.New(t, testenv.Options{})
 	h := (&server.Server{Archive: e.Daemon.Archive, Cat: e.Daemon.Cat, Log: slog.New(slog.DiscardHandler)}).Handler()
-	fill := strings.NewReplacer("{uuid}", ids.NewRandom().String(), "{id}", ids.NewRandom().String())
+	fill := strings.NewReplacer("{uuid}", ids.NewRandom().String(), "{id}", ids.NewRandom().String(), "{path}", "0/000")
 	for i, op := range d.Sorted() {
 		req := httptest.NewRequest(op.Method, "https://localhost"+fill.Replace(op.Path), nil)
 		req.RemoteAddr = fmt.Sprintf("[2001:db8:%x::1]:443", i+1)

@@ -25,6 +25,8 @@ func queryParams(pattern string) []string {
 		return []string{"after"}
 	case "GET /admin/log":
 		return []string{"since", "until", "limit", "after"}
+	case "GET /audit/log/proof", "GET /admin/log/proof":
+		return []string{"index"}
 	}
 	return nil
 }

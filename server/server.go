@@ -10,6 +10,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/metrics"
 	"github.com/vcon-server/vcon-server/webhook"
 )
@@ -33,6 +34,8 @@ type Server struct {
 	Replica Replica
 	// Webhooks are where a tenant's webhook may send (docs/webhooks.md).
 	Webhooks webhook.Rules
+	// Logs publishes the audit logs (server/auditlog.go); nil answers 503.
+	Logs *auditlog.Logs
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.
@@ -92,6 +95,10 @@ func (s *Server) routes() []route {
 		tenant("POST /erasures", "delete", "erasure", s.erase(newEraseBudget(s.Limits))),
 		tenant("GET /erasures/{id}", "delete", "erasure_read", s.erasure),
 		open("GET /.well-known/jwks.json", s.jwks),
+		tenant("GET /audit/log/checkpoint", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logCheckpoint)),
+		tenant("GET /audit/log/key", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logKey)),
+		tenant("GET /audit/log/tile/{path...}", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logTile)),
+		tenant("GET /audit/log/proof", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logProof)),
 
 		operator("POST /admin/tenants", catalog.ScopeTenants, s.createTenant),
 		operator("GET /admin/tenants", catalog.ScopeTenants, s.listTenants),
@@ -106,6 +113,10 @@ func (s *Server) routes() []route {
 		operator("PUT /admin/tenants/{id}/holds/{uuid}", catalog.ScopeHolds, s.hold(true)),
 		operator("DELETE /admin/tenants/{id}/holds/{uuid}", catalog.ScopeHolds, s.hold(false)),
 		operator("GET /admin/log", catalog.ScopeLog, s.adminLog),
+		operator("GET /admin/log/checkpoint", catalog.ScopeLog, s.adminLogRoute(s.logCheckpoint)),
+		operator("GET /admin/log/key", catalog.ScopeLog, s.adminLogRoute(s.logKey)),
+		operator("GET /admin/log/tile/{path...}", catalog.ScopeLog, s.adminLogRoute(s.logTile)),
+		operator("GET /admin/log/proof", catalog.ScopeLog, s.adminLogRoute(s.logProof)),
 		operator("GET /metrics", catalog.ScopeMetrics, s.Metrics.serve),
 	}
 }

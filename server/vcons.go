@@ -88,6 +88,9 @@ func (s *Server) store(mode catalog.StoreMode) func(http.ResponseWriter, *http.R
 			status = http.StatusOK
 		}
 		recorded(r) // with the version (req.Record)
+		if res.HasAuditIndex {
+			w.Header().Set("Vcon-Audit-Index", strconv.FormatUint(res.AuditIndex, 10))
+		}
 		s.Metrics.stored(res.Meta.Size)
 		writeJSON(w, status, storedJSON{UUID: res.UUID.String(), Version: res.Version.String(), StoredAt: timeText(res.StoredAt)})
 		return status, res.UUID.String()

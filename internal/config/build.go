@@ -106,6 +106,12 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	b.webhooks(raw)
 	b.kms(raw, md.IsDefined)
 
+	if raw.AuditLog.Name != nil {
+		c.AuditLog.Name = b.str("audit_log.name", raw.AuditLog.Name)
+		if b.err == nil && (c.AuditLog.Name == "" || strings.ContainsAny(c.AuditLog.Name, " \t\n+") || strings.HasSuffix(c.AuditLog.Name, "/")) {
+			b.fail("audit_log.name must be a host name or a schema-less URL without spaces, plus signs or a final slash (vcon.example.com, example.com/vcon), not %q", c.AuditLog.Name)
+		}
+	}
 	if raw.Log.Level != nil {
 		c.Log.Level = b.str("log.level", raw.Log.Level)
 		if b.err == nil && !slices.Contains(logLevels, c.Log.Level) {

@@ -32,6 +32,7 @@ type Config struct {
 	Log         Log
 	Replica     *Replica // nil when [replica] is absent: the catalog is the only copy of the keys
 	Webhooks    Webhooks
+	AuditLog    AuditLog
 	KMS         *KMS // nil when [kms] is absent: master_key is the raw key
 }
 
@@ -42,6 +43,13 @@ type Replica struct {
 	To     string
 	S3     *S3
 	MaxLag time.Duration // whole seconds; 0: a write waits until it is replicated
+}
+
+// AuditLog names the audit logs (docs/audit-log.md): Name is the first
+// part of every log's origin; empty, the first DNS name of the TLS
+// certificate.
+type AuditLog struct {
+	Name string
 }
 
 type TLS struct {

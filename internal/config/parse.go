@@ -54,6 +54,9 @@ type rawConfig struct {
 	Webhooks struct {
 		Allow any `toml:"allow"`
 	} `toml:"webhooks"`
+	AuditLog struct {
+		Name any `toml:"name"`
+	} `toml:"audit_log"`
 	KMS rawKMS `toml:"kms"`
 }
 

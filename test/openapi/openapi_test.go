@@ -103,7 +103,7 @@ func TestExchanges(t *testing.T) {
 		t.Fatal("no exchanges")
 	}
 	for _, x := range xs {
-		x = decoded(t, x)
+		x = decoded(t, oneSegment(d, x))
 		if x.Valid {
 			if ok, errs := v.ValidateHttpRequestSync(x.Request()); !ok {
 				report(t, "request "+x.String(), errs)
@@ -114,6 +114,26 @@ func TestExchanges(t *testing.T) {
 			report(t, "answer "+x.String(), errs)
 		}
 	}
+}
+
+// oneSegment is x with the rest of its path escaped into one segment
+// when its operation's path ends in {path}, which takes one segment or
+// more (a tlog-tiles path, x001/x234/067.p/5): OpenAPI has no parameter
+// of several segments, and the validator matches one.
+func oneSegment(d *openapitest.Doc, x openapitest.Exchange) openapitest.Exchange {
+	path, query, _ := strings.Cut(x.Target, "?")
+	for _, op := range d.Ops {
+		prefix, ok := strings.CutSuffix(op.Path, "{path}")
+		if !ok || op.Method != x.Method || !strings.HasPrefix(path, prefix) || len(path) == len(prefix) {
+			continue
+		}
+		x.Target = prefix + strings.ReplaceAll(path[len(prefix):], "/", "%2F")
+		if query != "" {
+			x.Target += "?" + query
+		}
+		return x
+	}
+	return x
 }
 
 // decoded is x with its bodies sent with Content-Encoding gzip

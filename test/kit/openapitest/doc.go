@@ -37,8 +37,18 @@ type Op struct {
 	PathParams           []string // path parameter names
 }
 
-// Pattern is the operation as a route pattern: "GET /vcons/{uuid}".
-func (o *Op) Pattern() string { return o.Method + " " + o.Path }
+// Pattern is the operation as a route pattern: "GET /vcons/{uuid}". A
+// path ending in {path} takes the rest of the path, one segment or more
+// (the audit logs' tiles): the pattern's {path...}.
+func (o *Op) Pattern() string {
+	if p, ok := strings.CutSuffix(o.Path, "/"+restParam); ok {
+		return o.Method + " " + p + "/{path...}"
+	}
+	return o.Method + " " + o.Path
+}
+
+// restParam is the path parameter that takes the rest of a path.
+const restParam = "{path}"
 
 // Doc is the document's operations by pattern.
 type Doc struct {
@@ -144,6 +154,9 @@ func (d *Doc) Match(method, path string) *Op {
 			continue
 		}
 		tsegs := strings.Split(op.Path, "/")
+		if n := len(tsegs); tsegs[n-1] == restParam && len(segs) > n {
+			tsegs = append(tsegs, slices.Repeat([]string{restParam}, len(segs)-n)...)
+		}
 		if len(tsegs) != len(segs) {
 			continue
 		}

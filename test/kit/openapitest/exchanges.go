@@ -125,6 +125,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	writer := e.NewKey(tenant, "write").Token
 	reader := e.NewKey(tenant, "read").Token
 	deleter := e.NewKey(tenant, "delete").Token
+	auditor := e.NewKey(tenant, "audit").Token
 	ops := e.OperatorKey().Token
 	// An operator key for each operator scope that holds every other one.
 	lacking := map[string]string{}
@@ -132,13 +133,13 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		lacking[sc] = e.OperatorKey(slices.DeleteFunc(slices.Clone(catalog.OperatorScopes), func(s string) bool { return s == sc })...).Token
 	}
 	s := &server.Server{Archive: e.Daemon.Archive, Cat: e.Daemon.Cat, Log: slog.New(slog.DiscardHandler), MaxSize: MaxSize,
-		Limits: server.Limits{AuthFailures: 2}}
+		Limits: server.Limits{AuthFailures: 2}, Logs: e.Daemon.Logs}
 	r := &runner{t: t, h: s.Handler()}
 
 	// What every operation answers alike.
 	missing := ids.NewRandom().String()
 	for _, op := range d.Sorted() {
-		target := strings.NewReplacer("{uuid}", missing, "{id}", tenant).Replace(op.Path)
+		target := strings.NewReplacer("{uuid}", missing, "{id}", tenant, "{path}", "0/000").Replace(op.Path)
 		m := op.Method
 		switch op.Key {
 		case "":
@@ -150,11 +151,11 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		default:
 			r.expect(401, "no key", false, m, target, "", nil)
 			r.expect(403, "an operator key", false, m, target, ops, nil)
-			other := map[string]string{"write": reader, "read": deleter, "delete": writer}[op.Key]
+			other := map[string]string{"write": reader, "read": deleter, "delete": writer, "audit": writer}[op.Key]
 			r.expect(403, "a key without the "+op.Key+" scope", false, m, target, other, nil)
 		}
 		r.expect(400, "a header twice", false, m, target, ops, nil, "If-None-Match", `"a"`, "If-None-Match", `"b"`)
-		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter}[op.Key]
+		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter, "audit": auditor}[op.Key]
 		r.expect(400, "a query parameter the route does not take", false, m, target+"?nope=1", right, nil)
 		// Two failed authentications (a wrong key: a request without one is
 		// not counted) block an address (Limits above);
@@ -171,6 +172,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	vcons(r, writer, reader, deleter, ops, tenant)
 	admin(r, ops, tenant)
 	erasures(r, writer, deleter, ops, tenant)
+	auditLogs(r, auditor, ops)
 
 	// The same server with its data directory's disk below min_free.
 	s.Disk, s.Degraded = lowDisk{}, func() []string { return []string{"the data directory's disk has less free space than min_free"} }

@@ -1,0 +1,222 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/vcon-server/vcon-server/internal/durable"
+	"github.com/vcon-server/vcon-server/internal/translog"
+)
+
+// Reads of the audit logs' trees (docs/FORMAT.md, "Audit log tree"). A
+// node once written never changes, so a read needs no snapshot: what it
+// reads within a checkpoint's size is what the checkpoint signed.
+
+// LogSize is the number of records of log.
+func (c *Catalog) LogSize(ctx context.Context, log []byte) (uint64, error) {
+	var n int64
+	if err := c.queryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM log_nodes WHERE log = ?`, log).Scan(&n); err != nil {
+		return 0, fmt.Errorf("catalog: read the audit log's size: %w", err)
+	}
+	return uint64(n), nil
+}
+
+// LogSizes is every log's size but the empty ones', by log key. The
+// signing pass asks every second: the query seeks each log's first and
+// last node (a skip scan, written out), never reads a log's rows.
+func (c *Catalog) LogSizes(ctx context.Context) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := eachRow(ctx, c.db, "audit logs", func(r row) error {
+		var log []byte
+		var n int64
+		err := r.Scan(&log, &n)
+		out[string(log)] = uint64(n)
+		return err
+	}, `WITH RECURSIVE logs(log) AS (
+		SELECT (SELECT min(log) FROM log_nodes)
+		UNION ALL
+		SELECT (SELECT min(n.log) FROM log_nodes n WHERE n.log > logs.log) FROM logs WHERE logs.log IS NOT NULL)
+	SELECT log, (SELECT max(idx) FROM log_nodes n WHERE n.log = logs.log) + 1 FROM logs WHERE log IS NOT NULL`)
+	return out, err
+}
+
+// LogNodes reads the stored nodes of log: a NodeReader for translog's
+// proofs and tiles.
+func (c *Catalog) LogNodes(ctx context.Context, log []byte) translog.NodeReader {
+	return nodeReader{ctx, c, log}
+}
+
+type nodeReader struct {
+	ctx context.Context
+	c   *Catalog
+	log []byte
+}
+
+func (r nodeReader) Node(level int, index uint64) (translog.Hash, error) {
+	return readNode(func(q string, args ...any) *sql.Row { return r.c.queryRow(r.ctx, q, args...) }, r.log, level, index)
+}
+
+// LogEntries is the leaves of the records of log at indexes [from,
+// from+n), recomputed from their rows: an entry bundle's (tlog-tiles).
+func (c *Catalog) LogEntries(ctx context.Context, log []byte, from uint64, n int) ([][]byte, error) {
+	q := `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, NULL FROM log_nodes n JOIN audit a ON a.id = n.rec
+		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
+	if isAdmin(log) {
+		q = `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, a.tenant FROM log_nodes n JOIN admin_log a ON a.id = n.rec
+		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
+	}
+	var out [][]byte
+	err := eachRow(ctx, c.db, "audit log", func(r row) error {
+		var idx int64
+		var rec Record
+		var id, at int64
+		var target, tenant sql.NullString
+		if err := r.Scan(&idx, &id, &at, &rec.Actor, &rec.Label, &rec.Action, &target, &rec.Status, &tenant); err != nil {
+			return fmt.Errorf("catalog: read audit log: %w", err)
+		}
+		if uint64(idx) != from+uint64(len(out)) {
+			return fmt.Errorf("catalog: the audit log's record %d has no row: run vcon-server audit verify", from+uint64(len(out)))
+		}
+		rec.Time, rec.Target, rec.Tenant = fromNanos(at), target.String, tenant.String
+		out = append(out, Leaf(uint64(idx), rec))
+		return nil
+	}, q, log, int64(from), int64(from)+int64(n))
+	if err == nil && len(out) != n {
+		err = fmt.Errorf("catalog: the audit log's record %d has no row: run vcon-server audit verify", from+uint64(len(out)))
+	}
+	return out, err
+}
+
+// A LogRow is a record as audit verify checks it: its row, the leaf it
+// makes, and what the tree holds at its place.
+type LogRow struct {
+	Index uint64
+	ID    int64 // the row's id
+	Leaf  []byte
+	// Stored is the leaf hash the tree holds at Index and StoredID the
+	// row id it was appended for; HasStored is false when the tree holds
+	// no leaf there.
+	Stored    translog.Hash
+	StoredID  int64
+	HasStored bool
+}
+
+// LogRows calls fn with each record of log in index order (id order),
+// then, with ID 0, for each leaf of the tree past the last row: nothing
+// of the tree is trusted to say which rows there are.
+func (c *Catalog) LogRows(ctx context.Context, log []byte, fn func(LogRow) error) error {
+	type stored struct {
+		rec  int64
+		leaf translog.Hash
+	}
+	var tree []stored
+	err := eachRow(ctx, c.db, "audit log", func(r row) error {
+		var idx, rec int64
+		var hashes []byte
+		if err := r.Scan(&idx, &rec, &hashes); err != nil {
+			return fmt.Errorf("catalog: read audit log: %w", err)
+		}
+		var s stored
+		s.rec = rec
+		copy(s.leaf[:], hashes)
+		if uint64(idx) != uint64(len(tree)) || len(hashes) < translog.HashSize {
+			return fmt.Errorf("catalog: the audit log's tree has no leaf %d (or a damaged one)", len(tree))
+		}
+		tree = append(tree, s)
+		return nil
+	}, `SELECT idx, rec, hashes FROM log_nodes WHERE log = ? ORDER BY idx`, log)
+	if err != nil {
+		return err
+	}
+	q, args := qLogRows+` ORDER BY id`, []any{log}
+	if isAdmin(log) {
+		q, args = qAdminRows+` ORDER BY id`, nil
+	}
+	var index uint64
+	err = eachRow(ctx, c.db, "audit log", func(r row) error {
+		id, rec, err := scanLogRow(r)
+		if err != nil {
+			return err
+		}
+		lr := LogRow{Index: index, ID: id, Leaf: Leaf(index, rec)}
+		if index < uint64(len(tree)) {
+			lr.Stored, lr.StoredID, lr.HasStored = tree[index].leaf, tree[index].rec, true
+		}
+		index++
+		return fn(lr)
+	}, q, args...)
+	if err != nil {
+		return err
+	}
+	for ; index < uint64(len(tree)); index++ {
+		if err := fn(LogRow{Index: index, Stored: tree[index].leaf, StoredID: tree[index].rec, HasStored: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LogCheckpoint is the newest signed checkpoint of log (its note) and the
+// size it covers; ErrNotFound when none was signed.
+func (c *Catalog) LogCheckpoint(ctx context.Context, log []byte) (uint64, []byte, error) {
+	var size int64
+	var note string
+	err := c.queryRow(ctx, `SELECT size, note FROM log_checkpoints WHERE log = ?`, log).Scan(&size, &note)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, ErrNotFound
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("catalog: read the audit log's checkpoint: %w", err)
+	}
+	return uint64(size), []byte(note), nil
+}
+
+// LogCheckpoints is every log's newest checkpoint (its size and note),
+// by log key.
+func (c *Catalog) LogCheckpoints(ctx context.Context) (map[string]StoredCheckpoint, error) {
+	out := map[string]StoredCheckpoint{}
+	err := eachRow(ctx, c.db, "audit log checkpoints", func(r row) error {
+		var log []byte
+		var n int64
+		var note string
+		err := r.Scan(&log, &n, &note)
+		out[string(log)] = StoredCheckpoint{uint64(n), []byte(note)}
+		return err
+	}, `SELECT log, size, note FROM log_checkpoints`)
+	return out, err
+}
+
+// A StoredCheckpoint is a log's newest signed checkpoint.
+type StoredCheckpoint struct {
+	Size uint64
+	Note []byte
+}
+
+// SetLogCheckpoint records note, a signed checkpoint of log over size
+// records, as its newest, unless one over more records is there already
+// (two signers racing keep the larger).
+func (tx *Tx) SetLogCheckpoint(log []byte, size uint64, note []byte) error {
+	_, err := tx.exec(`INSERT INTO log_checkpoints(log, size, note, at) VALUES (?, ?, ?, ?)
+		ON CONFLICT(log) DO UPDATE SET size = excluded.size, note = excluded.note, at = excluded.at WHERE excluded.size >= log_checkpoints.size`,
+		log, int64(size), string(note), nanos(tx.now))
+	return err
+}
+
+// SyncLog makes every commit made so far durable, the notes' too (Note):
+// an fsync of the write-ahead log covers every frame written to it. A
+// checkpoint is signed only over records read before a SyncLog returned
+// (docs/FORMAT.md, "Audit log tree"), never over a note a power cut could
+// take back.
+func (c *Catalog) SyncLog() error {
+	err := durable.SyncFile(c.path + "-wal")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no log: every commit is in the database file, synced
+	}
+	if err != nil {
+		return fmt.Errorf("catalog: sync the write-ahead log: %w", err)
+	}
+	return nil
+}

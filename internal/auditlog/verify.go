@@ -1,0 +1,131 @@
+package auditlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+
+	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/translog"
+)
+
+// A Saved is a checkpoint kept outside the catalog (by a tenant, a
+// witness) that a log must be consistent with; Name says where it came
+// from, for the report.
+type Saved struct {
+	Name string
+	Note []byte
+}
+
+// Report is what Verify found of a sound log.
+type Report struct {
+	Origin  string
+	Records uint64 // rows of the log
+	Signed  uint64 // the size of the newest checkpoint
+	Saved   int    // saved checkpoints found consistent
+}
+
+// ErrTampered: the log's rows are not what its tree and checkpoints
+// signed; the message names the first record that differs.
+var ErrTampered = errors.New("the audit log was changed")
+
+// Verify recomputes log's tree from its rows, each leaf from the row's
+// columns (docs/audit-log.md, "Checking a log"): each leaf must be the
+// one the tree appended for that row, the newest signed checkpoint must
+// verify under the catalog's log key and be the root of the records it
+// covers, and each saved checkpoint must verify and be the root of the
+// records it covers, so that the log extends it. The first difference is
+// an ErrTampered naming the record.
+func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, saved []Saved) (Report, error) {
+	rep := Report{Origin: Origin(name, log)}
+	keys, err := cat.SigningKeysFor(ctx, catalog.PurposeLog)
+	if err != nil {
+		return rep, err
+	}
+	if len(keys) == 0 {
+		return rep, errors.New("auditlog: the catalog holds no log signing key: start the server once (serve makes it)")
+	}
+	pub := ed25519.PublicKey(keys[len(keys)-1].Public)
+	type want struct {
+		what string
+		cp   translog.Checkpoint
+	}
+	var wants []want
+	size, note, err := cat.LogCheckpoint(ctx, log)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+	case err != nil:
+		return rep, err
+	default:
+		if !bytes.HasPrefix(note, []byte(rep.Origin+"\n")) {
+			return rep, fmt.Errorf("auditlog: the newest checkpoint in the catalog names the log otherwise than %s: after a change of [audit_log] name, start the server once, which signs the log again under its name", rep.Origin)
+		}
+		cp, err := translog.Open(note, rep.Origin, pub)
+		if err != nil {
+			return rep, fmt.Errorf("%w: the newest checkpoint in the catalog does not verify: %w", ErrTampered, err)
+		}
+		if cp.Size != size {
+			return rep, fmt.Errorf("%w: the newest checkpoint is recorded over %d records but signs %d", ErrTampered, size, cp.Size)
+		}
+		rep.Signed = cp.Size
+		wants = append(wants, want{"the newest checkpoint", cp})
+	}
+	for _, s := range saved {
+		cp, err := translog.Open(s.Note, rep.Origin, pub)
+		if err != nil {
+			return rep, fmt.Errorf("auditlog: the checkpoint %s is not one of this log's under its key: %w", s.Name, err)
+		}
+		wants = append(wants, want{"the checkpoint " + s.Name, cp})
+	}
+	roots := map[uint64]translog.Hash{0: translog.EmptyRoot}
+	for _, w := range wants {
+		roots[w.cp.Size] = translog.Hash{}
+	}
+	var edge translog.Edge
+	var n uint64
+	var first error // the first record whose row differs from its leaf
+	err = cat.LogRows(ctx, log, func(r catalog.LogRow) error {
+		if r.ID == 0 {
+			if first == nil {
+				first = fmt.Errorf("%w: record %d is missing: the tree holds its leaf (appended for row id %d) but the catalog has no row there", ErrTampered, r.Index, r.StoredID)
+			}
+			return nil
+		}
+		leaf := translog.LeafHash(r.Leaf)
+		if first == nil {
+			switch {
+			case !r.HasStored:
+				first = fmt.Errorf("%w: record %d (row id %d) has no leaf in the tree: it was added outside vcon-server", ErrTampered, r.Index, r.ID)
+			case r.StoredID != r.ID:
+				first = fmt.Errorf("%w: record %d is row id %d, but the tree appended it for row id %d: a record before it was deleted, or rows were moved", ErrTampered, r.Index, r.ID, r.StoredID)
+			case leaf != r.Stored:
+				first = fmt.Errorf("%w: record %d (row id %d) differs from the leaf appended for it: a column of its row was changed", ErrTampered, r.Index, r.ID)
+			}
+		}
+		edge.Append(n, leaf)
+		n++
+		if _, ok := roots[n]; ok {
+			roots[n] = edge.Root()
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Records = n
+	if first != nil {
+		return rep, first
+	}
+	for _, w := range wants {
+		if w.cp.Size > n {
+			return rep, fmt.Errorf("%w: %s covers %d records, the catalog holds %d: record %d onwards is missing", ErrTampered, w.what, w.cp.Size, n, n)
+		}
+		if roots[w.cp.Size] != w.cp.Root {
+			return rep, fmt.Errorf("%w: the first %d records do not hash to the root of %s: the rows and their tree were both changed", ErrTampered, w.cp.Size, w.what)
+		}
+	}
+	rep.Saved = len(saved)
+	return rep, nil
+}

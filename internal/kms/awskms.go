@@ -146,7 +146,8 @@ func (w *aws) call(ctx context.Context, target string, in, out any, secret []byt
 		return err
 	}
 	sum := sha256.Sum256(body)
-	a, err := post(ctx, w.client, func(ctx context.Context) (*http.Request, error) {
+	again := target == "Encrypt" || target == "Decrypt"
+	a, err := post(ctx, w.client, again, func(ctx context.Context) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.endpoint+"/", bytes.NewReader(body))
 		if err != nil {
 			return nil, err

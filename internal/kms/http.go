@@ -64,10 +64,21 @@ type answer struct {
 // and reads the answer through the MaxAnswer bound. A transport failure
 // is ErrUnreachable, except a certificate the CA does not vouch for
 // (setup, not weather); a redirect and an answer over the bounds match
-// neither sentinel. The caller reads the status.
-func post(ctx context.Context, c *http.Client, newReq func(context.Context) (*http.Request, error)) (*answer, error) {
+// neither sentinel. The caller reads the status. With again (a call that
+// may be made twice: encrypt, decrypt), a call that got no whole answer
+// is made once more within the same Timeout, so that one dropped
+// connection does not fail a start or a tenant's request.
+func post(ctx context.Context, c *http.Client, again bool, newReq func(context.Context) (*http.Request, error)) (*answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
+	a, err := postOnce(ctx, c, newReq)
+	if again && errors.Is(err, ErrUnreachable) && ctx.Err() == nil {
+		a, err = postOnce(ctx, c, newReq)
+	}
+	return a, err
+}
+
+func postOnce(ctx context.Context, c *http.Client, newReq func(context.Context) (*http.Request, error)) (*answer, error) {
 	req, err := newReq(ctx)
 	if err != nil {
 		return nil, err

@@ -141,7 +141,8 @@ func (w *vault) request(ctx context.Context, method, op, path string, in any, se
 		}
 	}
 	target := w.address + "/v1/" + path
-	a, err := post(ctx, w.client, func(ctx context.Context) (*http.Request, error) {
+	again := op == "encrypt" || op == "decrypt"
+	a, err := post(ctx, w.client, again, func(ctx context.Context) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 		if err != nil {
 			return nil, err

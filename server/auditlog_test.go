@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -28,15 +27,7 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 			t.Fatalf("POST /vcons: %d, Vcon-Audit-Index %q", r.Status, r.Header.Get("Vcon-Audit-Index"))
 		}
 	}
-	var cp []byte
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cp = e.Do("GET", "/audit/log/checkpoint", k.Token, nil).Body; strings.Contains(string(cp), "\n6\n") {
-			break
-		}
-	}
-	if !strings.Contains(string(cp), "\n6\n") {
-		t.Fatalf("the checkpoint does not cover the key's record and five stores:\n%s", cp)
-	}
+	cp := e.WaitCheckpoint(k.Token, 6) // the key's record and five stores
 	saved := filepath.Join(t.TempDir(), "checkpoint")
 	os.WriteFile(saved, cp, 0o600)
 	e.Stop()

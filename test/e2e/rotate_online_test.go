@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vcon-server/vcon-server/test/kit/kmstest"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -36,13 +35,7 @@ func rotateWhileServing(t *testing.T, storage string, makeFile bool) {
 	if code != 0 || !strings.Contains(out, `"rotated":1`) || !strings.Contains(errOut, "the running server takes the new key within a second") {
 		t.Fatalf("rotate beside a running server: %d %s %s", code, out, errOut)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(e.Log.String(), "the master key was rotated: serving with the new key") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not take the new key:\n%s", e.Log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	e.WaitLog(0, "the master key was rotated: serving with the new key")
 	readsBack(t, e, k.Token, bodies)
 	bodies = mergeBodies(bodies, storeMany(t, e, k.Token, 2))
 

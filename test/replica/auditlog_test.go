@@ -3,9 +3,7 @@ package replica
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -26,15 +24,7 @@ func TestRestoreKeepsTheAuditLog(t *testing.T) {
 			t.Fatalf("POST: %d %s", r.Status, r.Body)
 		}
 	}
-	var cp []byte
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cp = e.Do("GET", "/audit/log/checkpoint", k.Token, nil).Body; strings.Contains(string(cp), "\n21\n") {
-			break
-		}
-	}
-	if !strings.Contains(string(cp), "\n21\n") {
-		t.Fatalf("the checkpoint does not cover the key's record and twenty stores:\n%s", cp)
-	}
+	cp := e.WaitCheckpoint(k.Token, 21) // the key's record and twenty stores
 	saved := filepath.Join(t.TempDir(), "checkpoint")
 	os.WriteFile(saved, cp, 0o600)
 	e.Stop()

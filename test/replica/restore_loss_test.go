@@ -96,7 +96,7 @@ func TestRestoreRefusesLoss(t *testing.T) {
 	}
 	log := e.Log.String()
 	e.Start()
-	waitLog(t, e, len(log), "replica: carrying on the restored generation")
+	e.WaitLog(len(log), "replica: carrying on the restored generation")
 	e.Stop()
 	if s := e.Log.String()[len(log):]; strings.Contains(s, "whole generation") {
 		t.Errorf("the restore's first start wrote a whole generation:\n%s", s)
@@ -205,15 +205,4 @@ func keysOf(t *testing.T, e *testenv.Env, uuid string) int {
 		}
 	}
 	return n
-}
-
-// waitLog waits up to 10 s for s in the in-process server's log after its
-// first from bytes.
-func waitLog(t *testing.T, e *testenv.Env, from int, s string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(e.Log.String()[from:], s); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the log in 10 s:\n%s", s, e.Log.String()[from:])
-		}
-	}
 }

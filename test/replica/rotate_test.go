@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -40,13 +38,7 @@ func TestRotateWhileServingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.CLI("master-key", "rotate", "--new", newKey)
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(e.Log.String(), "serving with the new key") {
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not take the new key")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.WaitLog(0, "serving with the new key")
 	store(5, "after")
 	e.Stop()
 

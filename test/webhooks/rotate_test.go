@@ -55,13 +55,7 @@ func TestRotationWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.CLI("master-key", "rotate", "--new", newKey)
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(e.Log.String(), "serving with the new key") {
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not take the new key")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.WaitLog(0, "serving with the new key")
 	u := ids.NewRandom().String()
 	if r := e.Do("POST", "/vcons", k.Token, apitest.NewVcon(u, "rotated", "+15550100000"), "Content-Type", "application/vcon"); r.Status != 201 {
 		t.Fatalf("POST: %d %s", r.Status, r.Body)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -448,4 +449,30 @@ func (e *Env) Count(kind string) int {
 		}
 	}
 	return len(seen)
+}
+
+// WaitLog waits up to 10 s for s in the in-process server's log after its
+// first from bytes (0: the whole log).
+func (e *Env) WaitLog(from int, s string) {
+	e.T.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(e.Log.String()[from:], s); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.T.Fatalf("no %q in the log in 10 s:\n%s", s, e.Log.String()[from:])
+		}
+	}
+}
+
+// WaitCheckpoint waits up to 5 s for the tenant's audit-log checkpoint,
+// read with token (of scope audit), to cover size records, and returns it.
+func (e *Env) WaitCheckpoint(token string, size int) []byte {
+	e.T.Helper()
+	want := "\n" + strconv.Itoa(size) + "\n"
+	var cp []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cp = e.Do("GET", "/audit/log/checkpoint", token, nil).Body; strings.Contains(string(cp), want) {
+			return cp
+		}
+	}
+	e.T.Fatalf("the checkpoint does not cover %d records in 5 s:\n%s", size, cp)
+	return nil
 }

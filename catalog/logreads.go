@@ -43,6 +43,23 @@ func (c *Catalog) LogSizes(ctx context.Context) (map[string]uint64, error) {
 	return out, err
 }
 
+// LogUnreplicated gives, for each log with records the replica does not
+// hold yet (noted in replica_log after the log point seq), the index of
+// the first: with a [replica], a checkpoint covers only the records below
+// it, so that a restore always extends it (docs/FORMAT.md, "Audit log
+// tree").
+func (c *Catalog) LogUnreplicated(ctx context.Context, seq int64) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := eachRow(ctx, c.db, "the replica's log", func(r row) error {
+		var log []byte
+		var idx int64
+		err := r.Scan(&log, &idx)
+		out[string(log)] = uint64(idx)
+		return err
+	}, `SELECT k1, min(k2) FROM replica_log WHERE seq > ? AND tbl = 'log_nodes' GROUP BY k1`, seq)
+	return out, err
+}
+
 // LogNodes reads the stored nodes of log: a NodeReader for translog's
 // proofs and tiles.
 func (c *Catalog) LogNodes(ctx context.Context, log []byte) translog.NodeReader {

@@ -118,8 +118,13 @@ func (d *Daemon) openLogs(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	d.Logs, err = auditlog.Open(ctx, d.Cat, d.key, name)
-	return err
+	if d.Logs, err = auditlog.Open(ctx, d.Cat, d.key, name); err != nil {
+		return err
+	}
+	if d.Replica != nil {
+		d.Logs.Replicated = d.Replica.Replicated
+	}
+	return nil
 }
 
 // signLogs runs the audit logs' signing loop (auditlog.Logs.Run).

@@ -95,6 +95,13 @@ func (r *Replica) measure(ctx context.Context) {
 	}
 }
 
+// Replicated is the log point the replica holds, and whether it holds a
+// generation yet (what this process knows: it learns both at its first
+// step).
+func (r *Replica) Replicated() (int64, bool) {
+	return r.uploaded.Load(), r.gen.Load() > 0
+}
+
 // Lag is how long the oldest change not yet in the replica has waited (0
 // when none waits).
 func (r *Replica) Lag() time.Duration {

@@ -31,6 +31,11 @@ type Logs struct {
 	key  ed25519.PrivateKey
 	mu   sync.Mutex    // one signing pass at a time
 	poke chan struct{} // a pass asked for now (Poke)
+
+	// Replicated, with a [replica], is the log point the replica holds,
+	// false before it holds a generation: a checkpoint covers only
+	// records already replicated. Nil without one.
+	Replicated func() (seq int64, ok bool)
 }
 
 // Open makes the logs' signing key unless the catalog has one, sealed
@@ -108,6 +113,9 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := l.capReplicated(ctx, sizes); err != nil {
+		return 0, err
+	}
 	signed, err := l.Cat.LogCheckpoints(ctx)
 	if err != nil {
 		return 0, err
@@ -150,6 +158,30 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 		return nil
 	})
 	return len(notes), err
+}
+
+// capReplicated lowers each log's size to the records the replica holds.
+// The sizes were read first: a record appended since is in the replica's
+// log too, so the cap never lets an unreplicated one through.
+func (l *Logs) capReplicated(ctx context.Context, sizes map[string]uint64) error {
+	if l.Replicated == nil {
+		return nil
+	}
+	seq, ok := l.Replicated()
+	if !ok {
+		clear(sizes)
+		return nil
+	}
+	held, err := l.Cat.LogUnreplicated(ctx, seq)
+	if err != nil {
+		return err
+	}
+	for log, first := range held {
+		if n, ok := sizes[log]; ok && first < n {
+			sizes[log] = first
+		}
+	}
+	return nil
 }
 
 func (l *Logs) signAt(ctx context.Context, log []byte, size uint64) ([]byte, error) {

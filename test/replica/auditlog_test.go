@@ -3,7 +3,9 @@ package replica
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
@@ -44,5 +46,67 @@ func TestRestoreKeepsTheAuditLog(t *testing.T) {
 	e.Start()
 	if r := e.Do("GET", "/audit/log/proof?index=20", k.Token, nil); r.Status != 200 {
 		t.Fatalf("a proof after the restore: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestCheckpointWaitsForTheReplica: with a lagging replica a checkpoint
+// covers only the records already replicated, so that the host lost with
+// records the replica never got still restores to a log that extends
+// every checkpoint a tenant was given.
+func TestCheckpointWaitsForTheReplica(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "replica")
+	e := testenv.New(t, testenv.Options{Storage: replicaTOML(target, 60)})
+	k := e.NewKey(e.Tenant("acme"), "write", "audit")
+	store := func(n int) {
+		for range n {
+			body := apitest.NewVcon(ids.NewRandom().String(), "logged", "+15555550100")
+			if r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
+				t.Fatalf("POST: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	store(5)
+	e.WaitCheckpoint(k.Token, 6) // the key's record and five stores
+
+	// The replica's target gone: stores go on within max_lag, but no
+	// checkpoint covers them.
+	down := func() {
+		if err := os.Rename(target, target+".away"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(target, []byte("not a directory\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up := func() {
+		if err := os.Remove(target); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(target+".away", target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down()
+	store(5)
+	time.Sleep(3 * time.Second)
+	if cp := e.Do("GET", "/audit/log/checkpoint", k.Token, nil).Body; !strings.Contains(string(cp), "\n6\n") {
+		t.Fatalf("with the replica down, the checkpoint covers records it does not hold:\n%s", cp)
+	}
+	up()
+	saved := filepath.Join(t.TempDir(), "checkpoint")
+	os.WriteFile(saved, e.WaitCheckpoint(k.Token, 11), 0o600)
+
+	// Down again, three more stores, and the host is lost: the restored
+	// log lacks them but extends the checkpoint saved.
+	down()
+	store(3)
+	e.Stop()
+	up()
+	for _, f := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {
+		os.Remove(filepath.Join(e.Config.DataDir, f))
+	}
+	e.CLI("restore")
+	if out, errOut, code := e.TryCLI("audit", "verify", "--tenant", "acme", "--checkpoint", saved); code != 0 {
+		t.Fatalf("audit verify of the restored catalog against the checkpoint saved: exit %d %s%s", code, out, errOut)
 	}
 }

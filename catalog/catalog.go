@@ -139,6 +139,20 @@ func Open(ctx context.Context, dataDir string) (*Catalog, error) {
 	return c, nil
 }
 
+// OpenFile opens the catalog file at path: one restore has just built,
+// checked before it is put in place.
+func OpenFile(ctx context.Context, path string) (*Catalog, error) {
+	c, err := open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.loadID(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 func open(ctx context.Context, path string) (*Catalog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)

@@ -124,6 +124,7 @@ func (e *env) syncReplica() error {
 
 func init() {
 	var opts replica.Options
+	var witnessed savedFlags
 	register(&command{
 		name:    "restore",
 		summary: "rebuild the catalog of an empty data directory from the newest generation of the [replica], then start serve",
@@ -131,15 +132,17 @@ func init() {
 			opts = replica.Options{}
 			fs.Int64Var(&opts.AtLeast, "at-least", 0, "refuse a replica behind this change number (the replicated number check, /metrics and the replica's log show)")
 			fs.BoolVar(&opts.AcceptLoss, "accept-loss", false, "restore a replica that lacks changes all the same, and record what was lost in the admin log")
+			witnessed = nil
+			fs.Var(&witnessed, "checkpoint", "refuse a replica whose audit log does not extend this checkpoint a witness or tenant kept (GET /audit/log/checkpoint); any number of times")
 		},
-		run: func(e *env, _ *flag.FlagSet, _ []string) error { return runRestore(e, opts) },
+		run: func(e *env, _ *flag.FlagSet, _ []string) error { return runRestore(e, opts, witnessed) },
 	})
 }
 
 // runRestore rebuilds catalog.db from the replica (docs/disaster-recovery.md):
 // into a temporary file, checked whole and against the master key, then
 // put in place; the next serve's start-up recovery does the rest.
-func runRestore(e *env, opts replica.Options) error {
+func runRestore(e *env, opts replica.Options, witnessed []string) error {
 	cfg, err := e.loadConfig()
 	if err != nil {
 		return err
@@ -174,7 +177,7 @@ func runRestore(e *env, opts replica.Options) error {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := filepath.Join(cfg.DataDir, restoreScratch+hex.EncodeToString(rnd[:]))
-	defer os.Remove(tmp)
+	defer removeRestoreScratch(cfg.DataDir)
 	start := time.Now()
 	if opts.AtLeast < 0 {
 		return usageError{fmt.Sprintf("--at-least %d: a change number is 0 or more", opts.AtLeast)}
@@ -185,6 +188,9 @@ func runRestore(e *env, opts replica.Options) error {
 	}
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", store, err)
+	}
+	if err := checkWitnessed(e.ctx, tmp, witnessed); err != nil {
+		return fmt.Errorf("restore from %s: %w; nothing was restored", store, err)
 	}
 	if err := durable.Link(tmp, path); err != nil {
 		return fmt.Errorf("restore: put the catalog in place: %w", err)

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,5 +109,59 @@ func TestCheckpointWaitsForTheReplica(t *testing.T) {
 	e.CLI("restore")
 	if out, errOut, code := e.TryCLI("audit", "verify", "--tenant", "acme", "--checkpoint", saved); code != 0 {
 		t.Fatalf("audit verify of the restored catalog against the checkpoint saved: exit %d %s%s", code, out, errOut)
+	}
+}
+
+// TestRestoreRefusesARolledBackLog: a replica put back to an older copy
+// of itself is whole by its own account, but its audit log is behind a
+// checkpoint a tenant kept: restore --checkpoint refuses it and restores
+// nothing, and takes the copy that extends the checkpoint given.
+func TestRestoreRefusesARolledBackLog(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "replica")
+	e := testenv.New(t, testenv.Options{Storage: replicaTOML(target, 0)})
+	k := e.NewKey(e.Tenant("acme"), "write", "audit")
+	store := func(n int) {
+		for range n {
+			body := apitest.NewVcon(ids.NewRandom().String(), "logged", "+15555550100")
+			if r := e.Do("POST", "/vcons", k.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
+				t.Fatalf("POST: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	dir := t.TempDir()
+	older, newer := filepath.Join(dir, "older"), filepath.Join(dir, "newer")
+	store(5)
+	os.WriteFile(older, e.WaitCheckpoint(k.Token, 6), 0o600)
+	e.Stop()
+	if out, err := exec.Command("cp", "-a", target, target+".old").CombinedOutput(); err != nil {
+		t.Fatalf("copy the replica: %v %s", err, out)
+	}
+	e.Start()
+	store(5)
+	os.WriteFile(newer, e.WaitCheckpoint(k.Token, 11), 0o600)
+	e.Stop()
+	if err := os.RemoveAll(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(target+".old", target); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {
+		os.Remove(filepath.Join(e.Config.DataDir, f))
+	}
+	_, errOut, code := e.TryCLI("restore", "--checkpoint", newer)
+	if code == 0 || !strings.Contains(errOut, "does not extend the checkpoint "+newer) || !strings.Contains(errOut, "nothing was restored") {
+		t.Fatalf("restore of the older copy against the newer checkpoint: exit %d %s", code, errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.Config.DataDir, "*catalog.db*")); len(left) > 0 {
+		t.Fatalf("a refused restore left %v", left)
+	}
+	e.CLI("restore", "--checkpoint", older)
+	if out, errOut, code := e.TryCLI("audit", "verify", "--tenant", "acme", "--checkpoint", older); code != 0 {
+		t.Fatalf("audit verify of the restored catalog: exit %d %s%s", code, out, errOut)
+	}
+	e.Start()
+	if r := e.Do("GET", "/audit/log/proof?index=5", k.Token, nil); r.Status != 200 {
+		t.Fatalf("a proof after the restore: %d %s", r.Status, r.Body)
 	}
 }

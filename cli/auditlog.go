@@ -13,8 +13,8 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/auditlog"
-	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/ids"
 )
 
 // checkpointInterval is how soon a record is under a signed checkpoint

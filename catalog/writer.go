@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/durable"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 )
@@ -287,7 +288,13 @@ func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now ti
 			return nil, fmt.Errorf("catalog: release savepoint: %w", err)
 		}
 	}
-	return heads, flushNodes(sp, nodes)
+	if err := flushNodes(sp, nodes); err != nil {
+		return nil, err
+	}
+	if len(nodes) > 0 {
+		crashpoint.Hit(crashpoint.LogAfterNodes)
+	}
+	return heads, nil
 }
 
 // Commits counts the write batches this process committed: a cheap way

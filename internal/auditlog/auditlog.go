@@ -18,6 +18,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/translog"
 	"github.com/vcon-server/vcon-server/seal"
@@ -147,6 +148,7 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 		}
 		notes = append(notes, cp{[]byte(log), n, note})
 	}
+	crashpoint.Hit(crashpoint.LogAfterSign)
 	// On a full disk the checkpoint waits for room: the reserve is the
 	// deletes' (catalog.UpdateSpare).
 	err = l.Cat.UpdateSpare(ctx, func(tx *catalog.Tx) error {

@@ -27,6 +27,10 @@ const (
 	EraseAfterKeys   = "erase-after-keys"   // every batch of the erasure taken: its vCons hidden and its keys destroyed, not checkpointed
 	EraseAfterPurges = "erase-after-purges" // every purge of the erasure done, the erasure not yet recorded done
 
+	// The audit logs' trees (docs/FORMAT.md, "Audit log tree").
+	LogAfterNodes = "log-after-nodes" // a batch's records and their leaves written in its transaction, not committed
+	LogAfterSign  = "log-after-sign"  // checkpoints signed over synced records, not recorded
+
 	// A tenant's delete (docs/FORMAT.md, "Tenant delete").
 	TenantDeleteAfterKey     = "tenant-delete-after-key"     // the tenant's key destroyed and it marked deleting, checkpointed; its objects and rows all there
 	TenantDeleteAfterObjects = "tenant-delete-after-objects" // the tenant's objects deleted and proven gone, its rows still there

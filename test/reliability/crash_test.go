@@ -58,6 +58,8 @@ var crashScenarios = map[string]crashScenario{
 	crashpoint.ExportBeforeManifest:     crashExport,
 	crashpoint.ReserveReleased:          crashReserve,
 	crashpoint.WebhookAfterDelivery:     crashWebhook,
+	crashpoint.LogAfterNodes:            crashAuditLog,
+	crashpoint.LogAfterSign:             crashAuditLog,
 	crashpoint.TenantDeleteAfterKey:     crashTenantDelete,
 	crashpoint.TenantDeleteAfterObjects: crashTenantDelete,
 	crashpoint.TenantDeleteAfterRows:    crashTenantDelete,

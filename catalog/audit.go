@@ -47,6 +47,9 @@ func (tx *Tx) AdminLog(r Record) error {
 }
 
 func (tx *Tx) appendRecord(log []byte, res sql.Result, r Record) error {
+	if !logTrees {
+		return nil
+	}
 	id, err := res.LastInsertId()
 	if err != nil {
 		return fmt.Errorf("catalog: append to the audit log: %w", err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -109,16 +108,7 @@ func ingest(b *testing.B, a *kmstest.AWS, own bool) {
 		req, _ := http.NewRequest("POST", e.BaseURL+"/vcons", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+k.Token)
 		req.Header.Set("Content-Type", "application/vcon")
-		resp, err := clients[c].Do(req)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 201 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
+		return expect(clients[c], req, 201)
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stores/s")
@@ -162,16 +152,7 @@ func read(b *testing.B, a *kmstest.AWS, own bool) {
 	parallel(b, b.N, func(c int) error {
 		req, _ := http.NewRequest("GET", e.BaseURL+"/vcons/"+uuids[n.Add(1)%int64(len(uuids))], nil)
 		req.Header.Set("Authorization", "Bearer "+k.Token)
-		resp, err := clients[c].Do(req)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
+		return expect(clients[c], req, 200)
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")

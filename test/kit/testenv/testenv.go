@@ -326,6 +326,7 @@ func (b *syncBuffer) String() string {
 // (CGO_ENABLED=0) but with the crash points of package crashpoint.
 type built struct {
 	pkg  string // the package to build, relative to the module root
+	tags string // more build tags than crashpoints
 	once sync.Once
 	path string
 	err  error
@@ -340,7 +341,7 @@ func (b *built) get(t testing.TB) string {
 			return
 		}
 		b.path = filepath.Join(dir, "vcon-server")
-		cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", b.path, b.pkg)
+		cmd := exec.Command("go", "build", "-tags", strings.TrimSuffix("crashpoints,"+b.tags, ","), "-o", b.path, b.pkg)
 		cmd.Dir = ModuleRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -354,6 +355,18 @@ func (b *built) get(t testing.TB) string {
 }
 
 var binary = built{pkg: "."}
+
+// noLogTrees is the command whose records are not leaves of their logs
+// (build tag nologtree): the baseline of the logs' cost benchmarks.
+var noLogTrees = built{pkg: ".", tags: "nologtree"}
+
+// StartWithoutLogTrees is StartBinary with a command whose audit records
+// are rows only, as before the logs were trees: the same run's baseline
+// for what the trees cost (docs/audit-log.md).
+func (e *Env) StartWithoutLogTrees(env ...string) *Proc {
+	e.T.Helper()
+	return e.startBinaryAt(noLogTrees.get(e.T), env...)
+}
 
 // Binary builds the vcon-server command once per test process, pure Go
 // as released (CGO_ENABLED=0) but with the crash points of package

@@ -68,9 +68,9 @@ func rssRows(t *testing.T, tb *table) {
 	}
 	// The floor, before and after the export: both see the same page
 	// cache, as the export does between them.
-	cpu0 := cpuTime(t, os.Getpid())
+	cpu0 := benchkit.CPUTime(t, os.Getpid())
 	b1 := readAndWrite(t, objects, 0, t.TempDir())
-	floorCPU := cpuTime(t, os.Getpid()) - cpu0
+	floorCPU := benchkit.CPUTime(t, os.Getpid()) - cpu0
 	step("the floor")
 	ex := runExport(t, e, tenant)
 	step("the export")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -68,37 +69,17 @@ func watch(t testing.TB, pids []int, load func(time.Duration) result) func(time.
 	return func(d time.Duration) result {
 		before := make([]time.Duration, len(pids))
 		for i, p := range pids {
-			before[i] = cpuTime(t, p)
+			before[i] = benchkit.CPUTime(t, p)
 		}
 		busy := machineBusy(t)
 		r := load(d)
 		r.busy = machineBusy(t) - busy
 		r.cpu = make([]time.Duration, len(pids))
 		for i, p := range pids {
-			r.cpu[i] = cpuTime(t, p) - before[i]
+			r.cpu[i] = benchkit.CPUTime(t, p) - before[i]
 		}
 		return r
 	}
-}
-
-// cpuTime is a process's user and system CPU time so far, from
-// /proc/<pid>/stat (utime and stime, in clock ticks of 1/100 s, which is
-// what Linux reports to user space on every common configuration).
-func cpuTime(t testing.TB, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The command name, in parentheses, may hold spaces: count from the
-	// last ")". utime and stime are the 14th and 15th fields.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // machineBusy is the CPU time all cores spent on anything but idling and

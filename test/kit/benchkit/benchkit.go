@@ -1,14 +1,16 @@
 // Package benchkit holds what more than one benchmark package needs: the
 // 4 KiB vCon they store, the disk's floor for a durable small file, and a
-// child process's peak RSS.
+// child process's peak RSS and CPU time.
 package benchkit
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -82,4 +84,24 @@ func WatchPeakRSS(pid int) func() float64 {
 		<-done
 		return peak
 	}
+}
+
+// CPUTime is a process's user and system CPU time so far, from
+// /proc/<pid>/stat (utime and stime, in clock ticks of 1/100 s, which is
+// what Linux reports to user space on every common configuration).
+func CPUTime(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: count from the
+	// last ")". utime and stime are the 14th and 15th fields.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

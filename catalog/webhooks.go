@@ -25,6 +25,11 @@ const (
 	EventDeleted  = "vcon.deleted"
 	EventPurged   = "vcon.purged"
 	EventErased   = "erasure.completed"
+	// EventCheckpoint is a new signed checkpoint of the tenant's audit
+	// log (docs/audit-log.md, "Witnesses"): its row holds the tenant id
+	// in uuid, so a log's checkpoints go out in order, and the size in
+	// version; the sender reads the note at that size when it sends.
+	EventCheckpoint = "audit.checkpoint"
 )
 
 // eventNow is the trigger's clock: Unix nanoseconds, to the millisecond.
@@ -49,6 +54,13 @@ var eventTriggers = []struct{ name, sql string }{
 		`NEW.tenant; END`},
 	{"webhook_version_purged", `AFTER UPDATE OF purge ON versions WHEN OLD.purge = 0 AND NEW.purge <> 0 BEGIN ` +
 		eventInsert("NEW.uuid", "NEW.id", `'`+EventPurged+`'`) + `NEW.tenant; END`},
+	// A checkpoint recorded by the signing pass: a first one, or one over
+	// more records (or under a new log name). The admin log's key is no
+	// tenant's, so it never has a webhook.
+	{"webhook_checkpoint_new", `AFTER INSERT ON log_checkpoints WHEN length(NEW.log) = 16 BEGIN ` +
+		eventInsert("NEW.log", "NEW.size", `'`+EventCheckpoint+`'`) + `NEW.log; END`},
+	{"webhook_checkpoint", `AFTER UPDATE ON log_checkpoints WHEN length(NEW.log) = 16 AND (NEW.size > OLD.size OR NEW.note IS NOT OLD.note) BEGIN ` +
+		eventInsert("NEW.log", "NEW.size", `'`+EventCheckpoint+`'`) + `NEW.log; END`},
 }
 
 // webhookTriggers makes the outbox's triggers when the catalog lacks one:
@@ -160,9 +172,10 @@ type Event struct {
 	ID       int64 // the outbox's order
 	MsgID    string
 	Tenant   ids.ID
-	UUID     ids.ID // zero for an erasure's event
-	Version  ids.ID // zero for an erasure's event
+	UUID     ids.ID // zero for an erasure's event and a checkpoint's
+	Version  ids.ID // zero for an erasure's event and a checkpoint's
 	Erasure  ids.ID // an erasure.completed event's erasure; zero for the others
+	Size     uint64 // an audit.checkpoint event's checkpoint size; zero for the others
 	Type     string
 	At       time.Time
 	Failed   bool
@@ -179,19 +192,28 @@ func (c *Catalog) events(ctx context.Context, q string, args ...any) ([]Event, e
 
 func scanEvent(r row) (Event, error) {
 	var e Event
-	var tenant, uuid, version []byte
+	var tenant, uuid []byte
+	var version any // a version id, or a checkpoint's size
 	var at, next int64
 	var msg sql.NullString
 	if err := r.Scan(&e.ID, &e.MsgID, &tenant, &uuid, &version, &e.Type, &at, &e.Failed, &e.Attempts, &next, &msg); err != nil {
 		return e, fmt.Errorf("catalog: read events: %w", err)
 	}
 	copy(e.Tenant[:], tenant)
-	if e.Type == EventErased {
+	switch e.Type {
+	case EventErased:
 		copy(e.Erasure[:], uuid)
-	} else {
+	case EventCheckpoint:
+		n, ok := version.(int64)
+		if !ok || n < 0 {
+			return e, fmt.Errorf("catalog: the outbox's checkpoint event %d holds no size", e.ID)
+		}
+		e.Size = uint64(n)
+	default:
 		copy(e.UUID[:], uuid)
+		b, _ := version.([]byte)
+		copy(e.Version[:], b)
 	}
-	copy(e.Version[:], version)
 	e.At, e.NextAt, e.Error = fromNanos(at), fromNanos(next), msg.String
 	return e, nil
 }

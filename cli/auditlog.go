@@ -15,6 +15,7 @@ import (
 	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/objstore"
 )
 
 // checkpointInterval is how soon a record is under a signed checkpoint
@@ -163,7 +164,31 @@ func (d *Daemon) openLogs(ctx context.Context, cfg *config.Config) error {
 	if d.Replica != nil {
 		d.Logs.Replicated = d.Replica.Replicated
 	}
+	// The witnesses' bucket copy (docs/audit-log.md, "Witnesses"): the
+	// storage's bucket, the replica's bucket, or both.
+	var targets []objstore.Store
+	if cfg.Storage.Objects == "s3" {
+		targets = append(targets, d.Archive.Objects)
+	}
+	if d.Replica != nil && cfg.Replica.To == "s3" {
+		targets = append(targets, d.Replica.Target())
+	}
+	if len(targets) > 0 {
+		d.copies = auditlog.NewCopier(d.Logs, targets...)
+		d.Logs.Published = func(context.Context, []byte, uint64, []byte) { d.copies.Poke() }
+	}
 	return nil
+}
+
+// copyRetry is how soon a copy a bucket refused is tried again when no
+// new checkpoint asks for one sooner.
+const copyRetry = 30 * time.Second
+
+// copyLogs runs the logs' bucket copy (auditlog.Copier.Run).
+func (d *Daemon) copyLogs(ctx context.Context) {
+	d.copies.Run(ctx, copyRetry, func(err error) {
+		d.Log.Warn("audit log copy to the bucket failed; it is tried again at the next checkpoint or within 30 s", "error", err.Error())
+	})
 }
 
 // signLogs runs the audit logs' signing loop (auditlog.Logs.Run).

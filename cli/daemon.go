@@ -43,6 +43,9 @@ type Daemon struct {
 	Replica *replica.Replica
 	// Logs signs and serves the audit logs (docs/audit-log.md).
 	Logs *auditlog.Logs
+	// copies writes the logs' checkpoints and tiles to the buckets; nil
+	// without one.
+	copies *auditlog.Copier
 
 	key     *seal.MasterKey
 	keyMiss string            // the rotated key's file this server could not open, logged once

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/config"
+	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/reserve"
 	"github.com/vcon-server/vcon-server/server"
 	"github.com/vcon-server/vcon-server/webhook"
@@ -63,7 +65,13 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 	g.Go("master key", func(ctx context.Context) {
 		every(ctx, time.Second, func(ctx context.Context) { d.watchMasterKey(ctx, cfg) })
 	})
-	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg)}
+	if d.copies != nil {
+		g.Go("audit log copies", d.copyLogs)
+	}
+	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg),
+		Checkpoint: func(ctx context.Context, tenant ids.ID, size uint64) (string, []byte, error) {
+			return d.Logs.CheckpointAt(ctx, catalog.LogID(tenant), size)
+		}}
 	g.Go("webhooks", sender.Run)
 	g.Go("free space", func(ctx context.Context) { every(ctx, diskInterval, d.diskTick) })
 	g.Go("purge sweep", func(ctx context.Context) { every(ctx, cfg.Retention.PurgeInterval, d.Sweep) })

@@ -100,6 +100,7 @@ type failedView struct {
 	UUID     string `json:"uuid,omitempty"`
 	Version  string `json:"version,omitempty"`
 	Erasure  string `json:"erasure,omitempty"` // an erasure.completed event's, in place of uuid and version
+	Size     uint64 `json:"size,omitempty"`    // an audit.checkpoint event's, likewise
 	At       string `json:"at"`
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error"`
@@ -116,9 +117,12 @@ func webhookFailed(e *env, tenant string) error {
 		}
 		for _, ev := range evs {
 			v := failedView{ID: ev.MsgID, Type: ev.Type, At: ev.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Attempts: ev.Attempts, Error: ev.Error}
-			if ev.Type == catalog.EventErased {
+			switch ev.Type {
+			case catalog.EventErased:
 				v.Erasure = ev.Erasure.String()
-			} else {
+			case catalog.EventCheckpoint:
+				v.Size = ev.Size
+			default:
 				v.UUID, v.Version = ev.UUID.String(), ev.Version.String()
 			}
 			if err := e.emit(v); err != nil {

@@ -93,6 +93,11 @@ func New(cfg Config) *Replica {
 // String names the target for operators.
 func (r *Replica) String() string { return r.cfg.Store.String() }
 
+// Target is the store the replica writes to. Its replica/ folder is the
+// replica's; the audit logs' copies take logs/ beside it
+// (auditlog.Copier), which no step of the replica lists.
+func (r *Replica) Target() objstore.Store { return r.cfg.Store }
+
 // MaxLag is the configured promise.
 func (r *Replica) MaxLag() time.Duration { return r.cfg.MaxLag }
 

@@ -56,6 +56,10 @@ type Sender struct {
 	Policy  Policy
 	Rules   Rules // where deliveries may go
 	Now     func() time.Time
+	// Checkpoint is the signed checkpoint of size records of a tenant's
+	// audit log and the log's origin, for an audit.checkpoint event's body
+	// (auditlog.Logs.CheckpointAt); without it such an event is retried.
+	Checkpoint func(ctx context.Context, tenant ids.ID, size uint64) (origin string, note []byte, err error)
 
 	mu      sync.Mutex
 	clients map[clientKey]*http.Client
@@ -404,8 +408,10 @@ func (s *Sender) attempt(ctx context.Context, ep *endpoint, e catalog.Event) cat
 		// webhook failed to list and webhook retry to send again.
 		return catalog.Outcome{ID: e.ID, Attempts: n, Failed: true, Error: ep.refused}
 	}
-	body := Payload(e)
-	err := s.post(ctx, ep, e.MsgID, body)
+	body, err := s.payload(ctx, e)
+	if err == nil {
+		err = s.post(ctx, ep, e.MsgID, body)
+	}
 	if err == nil {
 		crashpoint.Hit(crashpoint.WebhookAfterDelivery)
 		return catalog.Outcome{ID: e.ID, Delivered: true}
@@ -425,6 +431,23 @@ func (s *Sender) attempt(ctx context.Context, ep *endpoint, e catalog.Event) cat
 		s.Log.Debug("webhook: an attempt failed; it is tried again", "type", e.Type, "attempts", n, "error", err.Error())
 	}
 	return out
+}
+
+// payload is an event's body: the same bytes on every attempt, an
+// audit.checkpoint's too (its note made again at its size signs the
+// same).
+func (s *Sender) payload(ctx context.Context, e catalog.Event) ([]byte, error) {
+	if e.Type != catalog.EventCheckpoint {
+		return Payload(e), nil
+	}
+	if s.Checkpoint == nil {
+		return nil, errors.New("this process does not sign the audit logs")
+	}
+	origin, note, err := s.Checkpoint(ctx, e.Tenant, e.Size)
+	if err != nil {
+		return nil, fmt.Errorf("reading the checkpoint: %w", err)
+	}
+	return CheckpointPayload(e, origin, note), nil
 }
 
 // post makes one signed POST; any answer but a 2xx is an error whose text

@@ -66,12 +66,19 @@ type Body struct {
 }
 
 // Data names what an event is about, by id only: a vCon's version, or
-// an erasure (docs/webhooks.md, "The events").
+// an erasure (docs/webhooks.md, "The events"); an audit.checkpoint
+// carries the tenant's log's checkpoint, which holds no vCon content.
 type Data struct {
 	Tenant  string `json:"tenant"`
 	UUID    string `json:"uuid,omitempty"`
 	Version string `json:"version,omitempty"`
 	Erasure string `json:"erasure,omitempty"`
+	// An audit.checkpoint's: the log's origin, the records it covers and
+	// the signed note (C2SP tlog-checkpoint) as GET /audit/log/checkpoint
+	// answers it.
+	Origin     string `json:"origin,omitempty"`
+	Size       uint64 `json:"size,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Payload is the JSON body of an event, the same bytes on every attempt.
@@ -82,6 +89,14 @@ func Payload(e catalog.Event) []byte {
 	} else {
 		d.UUID, d.Version = e.UUID.String(), e.Version.String()
 	}
+	b, _ := json.Marshal(Body{Type: e.Type, Timestamp: e.At.UTC().Format(time.RFC3339Nano), Data: d})
+	return b
+}
+
+// CheckpointPayload is the body of an audit.checkpoint event: note is the
+// checkpoint of e.Size records of the log named origin.
+func CheckpointPayload(e catalog.Event, origin string, note []byte) []byte {
+	d := Data{Tenant: e.Tenant.String(), Origin: origin, Size: e.Size, Checkpoint: string(note)}
 	b, _ := json.Marshal(Body{Type: e.Type, Timestamp: e.At.UTC().Format(time.RFC3339Nano), Data: d})
 	return b
 }

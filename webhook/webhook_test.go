@@ -78,3 +78,15 @@ func TestPayload(t *testing.T) {
 		t.Fatalf("payload %s, want %s", got, want)
 	}
 }
+
+// TestCheckpointPayload: the log's origin, size and signed note, which
+// hold no vCon content.
+func TestCheckpointPayload(t *testing.T) {
+	e := catalog.Event{Type: catalog.EventCheckpoint, Tenant: ids.NewRandom(), Size: 12, At: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	note := "vcon.example.com/" + e.Tenant.String() + "\n12\nroot\n\n— sig\n"
+	want := `{"type":"audit.checkpoint","timestamp":"2026-11-30T09:00:00Z","data":{"tenant":"` + e.Tenant.String() +
+		`","origin":"vcon.example.com/` + e.Tenant.String() + `","size":12,"checkpoint":"vcon.example.com/` + e.Tenant.String() + `\n12\nroot\n\n— sig\n"}}`
+	if got := string(CheckpointPayload(e, "vcon.example.com/"+e.Tenant.String(), []byte(note))); got != want {
+		t.Fatalf("payload %s, want %s", got, want)
+	}
+}

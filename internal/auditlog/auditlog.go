@@ -37,6 +37,10 @@ type Logs struct {
 	// false before it holds a generation: a checkpoint covers only
 	// records already replicated. Nil without one.
 	Replicated func() (seq int64, ok bool)
+	// Published, when set, hears each checkpoint a pass recorded, once
+	// its transaction committed: the bucket copy's cue (Copier.Poke). It
+	// runs in the pass, so it must not wait.
+	Published func(ctx context.Context, log []byte, size uint64, note []byte)
 }
 
 // Open makes the logs' signing key unless the catalog has one, sealed
@@ -159,6 +163,11 @@ func (l *Logs) Sign(ctx context.Context) (int, error) {
 		}
 		return nil
 	})
+	if err == nil && l.Published != nil {
+		for _, c := range notes {
+			l.Published(ctx, c.log, c.size, c.note)
+		}
+	}
 	return len(notes), err
 }
 
@@ -212,6 +221,28 @@ func (l *Logs) Checkpoint(ctx context.Context, log []byte) ([]byte, uint64, erro
 	return note, size, err
 }
 
+// CheckpointAt is a signed checkpoint of log at size, one a signing pass
+// made: the newest one when it is at size, else the same note made again
+// (Ed25519 signs deterministically, so the bytes are the pass's unless
+// the log's name changed since). A webhook's audit.checkpoint event is
+// sent with it (its row keeps the size only). A size past the newest
+// checkpoint's was never signed, and is refused.
+func (l *Logs) CheckpointAt(ctx context.Context, log []byte, size uint64) (string, []byte, error) {
+	origin := l.Origin(log)
+	signed, note, err := l.Cat.LogCheckpoint(ctx, log)
+	if err != nil {
+		return "", nil, err
+	}
+	if size > signed {
+		return "", nil, fmt.Errorf("auditlog: no checkpoint of %d records was signed (the newest covers %d)", size, signed)
+	}
+	if size == signed && bytes.HasPrefix(note, []byte(origin+"\n")) {
+		return origin, note, nil
+	}
+	note, err = l.signAt(ctx, log, size)
+	return origin, note, err
+}
+
 // ErrNoTile: a tile, bundle or record past the newest checkpoint, which
 // a client cannot know of yet.
 var ErrNoTile = errors.New("the log's newest checkpoint does not cover it: read the checkpoint first, and only what its size holds")
@@ -246,9 +277,13 @@ func (l *Logs) Tile(ctx context.Context, log []byte, t translog.Tile) ([]byte, e
 		}
 		return b, nil
 	}
-	nodes := l.Cat.LogNodes(ctx, log)
-	b := make([]byte, 0, t.Width*translog.HashSize)
-	for i := range uint64(t.Width) {
+	return tileHashes(l.Cat.LogNodes(ctx, log), level, from, t.Width)
+}
+
+// tileHashes is a hash tile's bytes: width nodes of level from index from.
+func tileHashes(nodes translog.NodeReader, level uint, from uint64, width int) ([]byte, error) {
+	b := make([]byte, 0, width*translog.HashSize)
+	for i := range uint64(width) {
 		h, err := nodes.Node(int(level), from+i)
 		if err != nil {
 			return nil, err

@@ -180,14 +180,11 @@ func (d *Daemon) openLogs(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// copyRetry is how soon a copy a bucket refused is tried again when no
-// new checkpoint asks for one sooner.
-const copyRetry = 30 * time.Second
-
-// copyLogs runs the logs' bucket copy (auditlog.Copier.Run).
-func (d *Daemon) copyLogs(ctx context.Context) {
-	d.copies.Run(ctx, copyRetry, func(err error) {
-		d.Log.Warn("audit log copy to the bucket failed; it is tried again at the next checkpoint or within 30 s", "error", err.Error())
+// copyLogs runs the logs' bucket copy (auditlog.Copier.Run), at most once
+// every interval ([audit_log] copy_interval).
+func (d *Daemon) copyLogs(ctx context.Context, interval time.Duration) {
+	d.copies.Run(ctx, interval, func(err error) {
+		d.Log.Warn("audit log copy to the bucket failed; it is tried again after [audit_log] copy_interval", "error", err.Error())
 	})
 }
 

@@ -66,7 +66,7 @@ func (d *Daemon) runLoops(cfg *config.Config, opt Options) {
 		every(ctx, time.Second, func(ctx context.Context) { d.watchMasterKey(ctx, cfg) })
 	})
 	if d.copies != nil {
-		g.Go("audit log copies", d.copyLogs)
+		g.Go("audit log copies", func(ctx context.Context) { d.copyLogs(ctx, cfg.AuditLog.CopyInterval) })
 	}
 	sender := &webhook.Sender{Cat: d.Cat, Key: d.key, Log: d.Log, Metrics: webhook.NewMetrics(d.reg), Policy: opt.Webhooks, Rules: webhookRules(cfg),
 		Checkpoint: func(ctx context.Context, tenant ids.ID, size uint64) (string, []byte, error) {

@@ -59,19 +59,28 @@ func (c *Copier) Poke() {
 	}
 }
 
-// Run copies at each poke, and every retry to take up what a failing
-// bucket left, until ctx ends; failed hears each pass's error.
-func (c *Copier) Run(ctx context.Context, retry time.Duration, failed func(error)) {
-	t := time.NewTicker(retry)
-	defer t.Stop()
+// Run copies at the first poke after each interval, until ctx ends;
+// failed hears each pass's error, and a failed pass is tried again after
+// the interval. A copy costs a PUT per log and tree level: a log that
+// grows every second is copied once an interval, never once a second
+// (the webhook has each checkpoint).
+func (c *Copier) Run(ctx context.Context, interval time.Duration, failed func(error)) {
 	for {
-		if err := c.Copy(ctx); err != nil && ctx.Err() == nil {
+		err := c.Copy(ctx)
+		if err != nil && ctx.Err() == nil {
 			failed(err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(interval):
+		}
+		if err != nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
 		case <-c.poke:
 		}
 	}

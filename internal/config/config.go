@@ -47,9 +47,11 @@ type Replica struct {
 
 // AuditLog names the audit logs (docs/audit-log.md): Name is the first
 // part of every log's origin; empty, the first DNS name of the TLS
-// certificate.
+// certificate. CopyInterval is the least time between two copies of the
+// logs to a bucket (one PUT per log and tree level each).
 type AuditLog struct {
-	Name string
+	Name         string
+	CopyInterval time.Duration
 }
 
 type TLS struct {
@@ -113,8 +115,9 @@ func Default() *Config {
 			Default:       30 * 24 * time.Hour,
 			PurgeInterval: 60 * time.Second,
 		},
-		Storage: Storage{Objects: "dir"},
-		Log:     Log{Level: "info"},
+		Storage:  Storage{Objects: "dir"},
+		Log:      Log{Level: "info"},
+		AuditLog: AuditLog{CopyInterval: time.Minute},
 	}
 }
 

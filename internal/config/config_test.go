@@ -94,7 +94,8 @@ func TestFullExample(t *testing.T) {
 			CAFile:              "/etc/vcon-server/export-ca.pem",
 			AllowVersioning:     true,
 		}},
-		Log: Log{Level: "info"},
+		Log:      Log{Level: "info"},
+		AuditLog: AuditLog{CopyInterval: time.Minute},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -157,7 +158,8 @@ func TestDefaults(t *testing.T) {
 		d.MasterKey != "/etc/vcon-server/master.key" || d.MaxVconSize != 64<<20 ||
 		d.TLS != (TLS{"/etc/vcon-server/cert.pem", "/etc/vcon-server/key.pem"}) ||
 		d.Retention != (Retention{30 * 24 * time.Hour, 60 * time.Second}) ||
-		d.Storage != (Storage{Objects: "dir"}) || d.Export.S3 != nil || d.Log.Level != "info" {
+		d.Storage != (Storage{Objects: "dir"}) || d.Export.S3 != nil || d.Log.Level != "info" ||
+		d.AuditLog.CopyInterval != time.Minute {
 		t.Errorf("defaults: %+v", d)
 	}
 	const s3 = `

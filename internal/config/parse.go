@@ -55,7 +55,8 @@ type rawConfig struct {
 		Allow any `toml:"allow"`
 	} `toml:"webhooks"`
 	AuditLog struct {
-		Name any `toml:"name"`
+		Name         any `toml:"name"`
+		CopyInterval any `toml:"copy_interval"`
 	} `toml:"audit_log"`
 	KMS rawKMS `toml:"kms"`
 }

@@ -19,6 +19,7 @@ func crashWebhook(t *testing.T, c *crashEnv, point string) {
 	k := e.NewKey(e.Tenant("acme"), "write", "read")
 	rcv := webhooktest.Start(t, t.TempDir())
 	rcv.FailWith(func(int) int { return 500 })
+	rcv.HoldCheckpoints(true) // a delivered checkpoint would reach the point first
 	e.CLI("tenant", "set-webhook", "acme", rcv.URL, "--secret-file", rcv.SecretFile, "--ca-file", rcv.CAFile)
 	a := acked{}
 	// No delivery succeeds while the receiver fails, so the process lives

@@ -95,7 +95,7 @@ func TestWitnesses(t *testing.T) {
 
 func witnesses(t *testing.T, srv *s3test.Server, storage, prefix string) {
 	e := testenv.Prepare(t, testenv.Options{Storage: storage})
-	e.WriteConfig(webhooktest.AllowLoopback)
+	e.WriteConfig(webhooktest.AllowLoopback + "\n[audit_log]\ncopy_interval = 1\n")
 	e.Start()
 	rcv := webhooktest.Start(t, t.TempDir())
 	tenant := e.Tenant("acme")

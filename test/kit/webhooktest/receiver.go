@@ -67,7 +67,8 @@ type Receiver struct {
 	// arrival order. They come every second while a tenant's log grows,
 	// so they are kept apart from the vCon events and every count above,
 	// and taken at once: a test of vCon deliveries sees those only.
-	checkpoints []Event
+	checkpoints     []Event
+	holdCheckpoints bool // HoldCheckpoints
 }
 
 // Start starts a receiver whose files live in dir.
@@ -88,6 +89,14 @@ func Start(t testing.TB, dir string) *Receiver {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// HoldCheckpoints, while on, answers every audit.checkpoint event 503:
+// for a test whose count of deliveries is of vCon events only.
+func (r *Receiver) HoldCheckpoints(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holdCheckpoints = on
 }
 
 // FailWith sets the status each request answers (by its number, from 1,
@@ -146,6 +155,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if json.Unmarshal(body, &e) == nil && e.Type == "audit.checkpoint" && why == "" {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if r.holdCheckpoints {
+			w.WriteHeader(503)
+			return
+		}
 		if id := req.Header.Get("webhook-id"); !r.seen[id] {
 			e.ID, r.seen[id] = id, true
 			r.checkpoints = append(r.checkpoints, e)

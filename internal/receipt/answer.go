@@ -56,22 +56,23 @@ func auditMembers(obj map[string]any, erasure string) string {
 	if !hasRec && !hasIndex && !hasProof {
 		return ""
 	}
-	n, ok := index.(float64)
-	if !hasIndex || !ok || n < 0 || n != float64(uint64(n)) {
+	num, _ := index.(json.Number)
+	n, err := strconv.ParseUint(num.String(), 10, 64)
+	if !hasIndex || err != nil {
 		return "audit_index is not a record's index in the log"
 	}
 	text, ok := rec.(string)
 	var r struct {
-		Index  *float64 `json:"index"`
-		Action string   `json:"action"`
-		Target string   `json:"target"`
+		Index  *uint64 `json:"index"`
+		Action string  `json:"action"`
+		Target string  `json:"target"`
 	}
 	if !ok || json.Unmarshal([]byte(text), &r) != nil || r.Index == nil || *r.Index != n ||
 		r.Action != "erase" || !strings.HasPrefix(r.Target, "erasure="+erasure+" ") {
 		return "audit_record is not this erasure's record at audit_index"
 	}
 	if hasProof {
-		want := "c2sp.org/tlog-proof@v1\nindex " + strconv.FormatUint(uint64(n), 10) + "\n"
+		want := "c2sp.org/tlog-proof@v1\nindex " + strconv.FormatUint(n, 10) + "\n"
 		if p, ok := proof.(string); !ok || !strings.HasPrefix(p, want) {
 			return "audit_proof is not a tlog-proof of audit_index"
 		}

@@ -53,6 +53,10 @@ type Erasure struct {
 	Digest       string // of its lists, in its receipt when they hold more than 100 entries (ListsDigest)
 	Totals       ErasedTotals
 	Running      bool // batches of it are still to take
+	// AuditIndex is the index of its record (action erase) in the
+	// tenant's audit log once done; nil for one finished before the
+	// logs kept it.
+	AuditIndex *uint64
 }
 
 // ErasedTotals counts an erasure's rows: the vCons it took and their
@@ -199,10 +203,11 @@ func (c *Catalog) Erasure(ctx context.Context, tenant, id ids.ID) (Erasure, erro
 	var req int64
 	var done sql.NullInt64
 	var errText, receipt, digest sql.NullString
+	var index sql.NullInt64
 	err := c.db.QueryRowContext(ctx, `SELECT kind, actor, label, requested_at, unsearchable, done_at, error, receipt, not_found, digest,
-			EXISTS (SELECT 1 FROM erase_todo WHERE erasure = erasures.id)
+			EXISTS (SELECT 1 FROM erase_todo WHERE erasure = erasures.id), audit_index
 		FROM erasures WHERE id = ? AND tenant = ?`, id[:], tenant[:]).Scan(&e.Kind, &e.Actor, &e.Label, &req, &e.Unsearchable, &done, &errText, &receipt,
-		&e.NotFound, &digest, &e.Running)
+		&e.NotFound, &digest, &e.Running, &index)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrNotFound
 	}
@@ -210,6 +215,10 @@ func (c *Catalog) Erasure(ctx context.Context, tenant, id ids.ID) (Erasure, erro
 		return e, fmt.Errorf("catalog: read erasure: %w", err)
 	}
 	e.RequestedAt, e.DoneAt, e.Error, e.Receipt, e.Digest = fromNanos(req), nullTime(done), errText.String, receipt.String, digest.String
+	if index.Valid {
+		i := uint64(index.Int64)
+		e.AuditIndex = &i
+	}
 	err = c.db.QueryRowContext(ctx, `SELECT count(*) - coalesce(sum(held), 0), coalesce(sum(versions * (1 - held)), 0), coalesce(sum(held), 0) FROM erased WHERE erasure = ?`, id[:]).
 		Scan(&e.Totals.Vcons, &e.Totals.Versions, &e.Totals.Held)
 	if err != nil {
@@ -278,7 +287,12 @@ func (tx *Tx) FinishErasure(id ids.ID, doneAt time.Time, receipt, digest string,
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	return true, tx.Audit(tenant, audit)
+	if err := tx.Audit(tenant, audit); err != nil {
+		return false, err
+	}
+	index, _ := tx.AuditIndex()
+	_, err = tx.exec(`UPDATE erasures SET audit_index = ? WHERE id = ?`, int64(index), id[:])
+	return true, err
 }
 
 // SetErasureError records why an erasure's purges wait ("" clears it).

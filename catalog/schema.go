@@ -352,4 +352,12 @@ CREATE TABLE log_checkpoints (
 ALTER TABLE signing_keys ADD COLUMN purpose TEXT NOT NULL DEFAULT 'receipt';
 INSERT INTO meta(key, value) VALUES ('log_backfill', 1);
 `,
+
+	// 14: the index of a finished erasure's record in its tenant's audit
+	// log, written by the transaction that records it done, so that its
+	// answer can carry the record's inclusion proof (docs/erasure.md).
+	// NULL for an erasure finished before.
+	`
+ALTER TABLE erasures ADD COLUMN audit_index INTEGER;
+`,
 }

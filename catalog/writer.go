@@ -232,7 +232,7 @@ func (w *writer) commitBatch(batch []*writeReq) {
 		return
 	}
 	now := c.Now()
-	heads, err := runCalls(c, sqlTx, batch, errs, now)
+	heads, appended, err := runCalls(c, sqlTx, batch, errs, now)
 	if err != nil {
 		sqlTx.Rollback()
 		fail(err)
@@ -244,6 +244,9 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	}
 	c.commits.Add(1)
 	maps.Copy(c.heads, heads)
+	for _, a := range appended {
+		a.to.note(a.heads)
+	}
 	// A synced commit that wrote frames syncs the notes before it too, but
 	// whether it wrote any is not known here: the timer's one fsync a
 	// second at most is cheaper than finding out.
@@ -259,13 +262,16 @@ func (w *writer) commitBatch(batch []*writeReq) {
 // runCalls runs each call of batch in a savepoint of sqlTx, its error in
 // errs, then writes the audit log nodes of the calls that succeeded
 // (flushNodes). It returns the logs' heads those calls left, for the
-// catalog to keep once the batch commits; an error fails the batch.
-func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now time.Time) (map[string]logHead, error) {
+// catalog to keep once the batch commits, and the records they appended
+// for requests that wait to name them (Appended); an error fails the
+// batch.
+func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now time.Time) (map[string]logHead, []appendedCall, error) {
 	// One savepoint name serves every call: each is released before the
 	// next starts, and a fixed text stays prepared (stmts.go).
 	sp := &Tx{tx: sqlTx, c: c, ctx: context.Background(), now: now}
 	heads := map[string]logHead{} // the logs' heads as the calls that succeeded left them
 	var nodes []nodeRow           // and the nodes they appended
+	var appended []appendedCall
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err
@@ -281,20 +287,25 @@ func runCalls(c *Catalog, sqlTx *sql.Tx, batch []*writeReq, errs []error, now ti
 				heads[h.log] = h.h
 			}
 			nodes = append(nodes, call.nodes...)
+			if len(call.heads) > 0 {
+				if a := appendedOf(r.ctx); a != nil {
+					appended = append(appended, appendedCall{a, call.heads})
+				}
+			}
 		} else if _, err := sp.exec("ROLLBACK TO w"); err != nil {
-			return nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
+			return nil, nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
 		}
 		if _, err := sp.exec("RELEASE w"); err != nil {
-			return nil, fmt.Errorf("catalog: release savepoint: %w", err)
+			return nil, nil, fmt.Errorf("catalog: release savepoint: %w", err)
 		}
 	}
 	if err := flushNodes(sp, nodes); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(nodes) > 0 {
 		crashpoint.Hit(crashpoint.LogAfterNodes)
 	}
-	return heads, nil
+	return heads, appended, nil
 }
 
 // Commits counts the write batches this process committed: a cheap way

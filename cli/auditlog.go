@@ -194,3 +194,41 @@ func (d *Daemon) signLogs(ctx context.Context) {
 		d.Log.Error("audit log checkpoint failed", "error", err.Error())
 	})
 }
+
+// logCheck is check's look at the audit logs: each recomputed from its
+// rows and its newest checkpoint checked, as audit verify does
+// (auditlog.Verify); what differs is a problem of its log's line.
+type logCheck struct {
+	e       *env
+	cat     *catalog.Catalog
+	name    string
+	nameErr error // no log name: no origin to check a checkpoint against
+}
+
+func newLogCheck(e *env, cfg *config.Config, cat *catalog.Catalog) *logCheck {
+	name, err := logName(cfg)
+	return &logCheck{e: e, cat: cat, name: name, nameErr: err}
+}
+
+// verify checks log, and returns what it found and its problems.
+func (l *logCheck) verify(log []byte) (auditlog.Report, []string) {
+	if l.nameErr != nil {
+		return auditlog.Report{}, []string{"audit log not checked: " + l.nameErr.Error()}
+	}
+	rep, err := auditlog.Verify(l.e.ctx, l.cat, l.name, log, nil)
+	if err != nil {
+		return rep, []string{"audit log: " + err.Error() + "; vcon-server audit verify names the same (docs/audit-log.md)"}
+	}
+	return rep, nil
+}
+
+// admin checks the admin log and prints its line, before the replica's;
+// it returns its count of problems.
+func (l *logCheck) admin() (int, error) {
+	rep, problems := l.verify(catalog.AdminLogID)
+	if problems == nil {
+		problems = []string{}
+	}
+	return len(problems), l.e.emit(map[string]any{"admin_log": map[string]any{
+		"records": rep.Records, "signed": rep.Signed, "problems": problems}})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vcon-server/vcon-server/archive"
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/objstore"
 )
 
@@ -12,7 +13,7 @@ func init() {
 	var deep bool
 	register(&command{
 		name:    "check",
-		summary: "check every kept version's stored bytes, server stopped; one JSON line per tenant; exits 1 on damage or a problem",
+		summary: "check every kept version's stored bytes and every audit log's tree and checkpoint, server stopped; one JSON line per tenant; exits 1 on damage or a problem",
 		flags: func(fs *flag.FlagSet) {
 			deep = false
 			fs.BoolVar(&deep, "deep", false, "also open every version with its data key, proving its bytes authentic")
@@ -55,12 +56,15 @@ func runCheck(e *env, deep bool) error {
 	if err != nil {
 		return err
 	}
+	logs := newLogCheck(e, cfg, cat)
 	damaged, problems := 0, 0
 	for _, t := range tenants {
 		r, err := c.Tenant(e.ctx, t)
 		if err != nil {
 			return err
 		}
+		_, lp := logs.verify(catalog.LogID(t.ID))
+		r.Problems = append(r.Problems, lp...)
 		damaged += len(r.Damaged)
 		problems += len(r.Problems)
 		prog.done()
@@ -76,7 +80,12 @@ func runCheck(e *env, deep bool) error {
 	} else if len(pending) > 0 {
 		fmt.Fprintf(e.stderr, "vcon-server: %d tenant delete(s) began and did not finish: their keys are destroyed; serve finishes them when it starts, or run vcon-server tenant delete TENANT-ID for each\n", len(pending))
 	}
-	n, err := e.checkReplica(cfg, mk, cat)
+	n, err := logs.admin()
+	if err != nil {
+		return err
+	}
+	problems += n
+	n, err = e.checkReplica(cfg, mk, cat)
 	if err != nil {
 		return err
 	}

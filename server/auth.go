@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -86,7 +87,14 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 		var done bool
 		target := r.PathValue("uuid")
 		r = r.WithContext(context.WithValue(r.Context(), auditCtx{}, &done))
-		s.gated(func(w http.ResponseWriter, r *http.Request) { status, target = h(w, r, k) })(w, r)
+		if recordsAfter(action) {
+			s.gated(func(w http.ResponseWriter, r *http.Request) {
+				status, target = s.indexedChange(w, r, k, action, h)
+				done = true
+			})(w, r)
+		} else {
+			s.gated(func(w http.ResponseWriter, r *http.Request) { status, target = h(w, r, k) })(w, r)
+		}
 		if status == 0 {
 			status = http.StatusServiceUnavailable // refused: the replica is behind
 		}
@@ -98,6 +106,66 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 		}
 	})
 }
+
+// recordsAfter reports whether the record of a change on route action is
+// written once its handler has answered, rather than by the handler in
+// the change's own transaction (a store, which names it itself).
+func recordsAfter(action string) bool { return action == "delete" || action == "erasure" }
+
+// indexedChange runs h, a change's handler whose record is written once
+// it has answered (recordsAfter), with its answer held back: the record
+// is committed first, so that a change's answer names its record's index
+// (Vcon-Audit-Index), taken from the append itself (catalog.Appended).
+// The answers of these routes are small JSON documents.
+func (s *Server) indexedChange(w http.ResponseWriter, r *http.Request, k catalog.Key, action string,
+	h func(http.ResponseWriter, *http.Request, catalog.Key) (int, string)) (int, string) {
+	ctx, appended := catalog.WithAppended(r.Context())
+	r = r.WithContext(ctx)
+	held := &heldAnswer{header: http.Header{}}
+	status, target := h(held, r, k)
+	// The appends of the handler (an erasure's own records, a 0d
+	// delete's purges) came first: the request's record is the last.
+	if s.audit(r, k, action, target, status) && changes(action, status) {
+		setAuditIndex(held.header, appended, catalog.LogID(*k.Tenant))
+	}
+	held.sendTo(w)
+	return status, target
+}
+
+// setAuditIndex names in h the index of the last record appended to log
+// by the request, when it appended one.
+func setAuditIndex(h http.Header, a *catalog.Appended, log []byte) {
+	if i, ok := a.Index(log); ok {
+		h.Set("Vcon-Audit-Index", strconv.FormatUint(i, 10))
+	}
+}
+
+// indexedAnswer is the answer of an admin route's change: its status
+// line goes out with the index of the change's record in the admin log
+// (Vcon-Audit-Index), which the handler's catalog writes committed
+// before it answered.
+type indexedAnswer struct {
+	http.ResponseWriter
+	appended *catalog.Appended
+	wrote    bool
+}
+
+func (w *indexedAnswer) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		setAuditIndex(w.Header(), w.appended, catalog.AdminLogID)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *indexedAnswer) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *indexedAnswer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // operatorRoute serves an admin route: an operator key holding scope. A
 // refusal for a missing scope goes to the admin log, which has every
@@ -125,6 +193,11 @@ func (s *Server) operatorRoute(scope string, h http.HandlerFunc) http.HandlerFun
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
+		if r.Method != http.MethodGet {
+			ctx, appended := catalog.WithAppended(r.Context())
+			r = r.WithContext(ctx)
+			w = &indexedAnswer{ResponseWriter: w, appended: appended}
+		}
 		s.gated(h)(w, r)
 		if r.Method != http.MethodGet {
 			s.Logs.Poke() // a tenant change's records signed at once
@@ -132,9 +205,11 @@ func (s *Server) operatorRoute(scope string, h http.HandlerFunc) http.HandlerFun
 	})
 }
 
-func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, status int) {
+// audit writes the request's record to its tenant's log, and reports
+// whether it did.
+func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, status int) bool {
 	if k.Tenant == nil {
-		return
+		return false
 	}
 	if id, err := ids.Parse(target); err == nil {
 		target = id.String()
@@ -148,7 +223,9 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 	err := write(context.WithoutCancel(r.Context()), *k.Tenant, catalog.Record{Actor: actor(k), Label: k.Label, Action: action, Target: target, Status: status})
 	if err != nil {
 		s.Log.Error("audit record failed", "error", err.Error())
+		return false
 	}
+	return true
 }
 
 // changes reports whether a request may have changed what the catalog

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/auditlog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/receipt"
 	"github.com/vcon-server/vcon-server/vcon"
@@ -132,6 +133,15 @@ type erasureJSON struct {
 	Next         *string         `json:"next"`
 	Receipt      *string         `json:"receipt"`
 	Error        string          `json:"error,omitempty"`
+	// Once done: the erasure's record (its erase record, with its
+	// counts) in the tenant's audit log, its index and canonical bytes,
+	// and, once a checkpoint covers it, its tlog-proof against the newest
+	// checkpoint (docs/erasure.md, "The erasure in the audit log"). Beside
+	// the receipt, not in it: the receipt is signed in the transaction
+	// that appends the record, before any checkpoint can cover it.
+	AuditIndex  *uint64 `json:"audit_index,omitempty"`
+	AuditRecord *string `json:"audit_record,omitempty"`
+	AuditProof  *string `json:"audit_proof,omitempty"`
 }
 
 // erasureView is the page of e after the uuid after (nil: the first).
@@ -152,8 +162,38 @@ func (s *Server) erasureView(ctx context.Context, e catalog.Erasure, after *ids.
 		if e.Digest != "" {
 			j.Digest = &receipt.Digest{SHA256: e.Digest, Erased: e.Totals.Vcons, Versions: e.Totals.Versions, Held: e.Totals.Held}
 		}
+		if e.AuditIndex != nil {
+			if err := s.erasureProof(ctx, &j, e.Tenant, *e.AuditIndex); err != nil {
+				return erasureJSON{}, err
+			}
+		}
 	}
 	return j, nil
+}
+
+// erasureProof adds to j the erasure's record at index of tenant's log,
+// and its inclusion proof once the newest checkpoint covers it.
+func (s *Server) erasureProof(ctx context.Context, j *erasureJSON, tenant ids.ID, index uint64) error {
+	log := catalog.LogID(tenant)
+	rec, err := s.Cat.LogEntries(ctx, log, index, 1)
+	if err != nil {
+		return err
+	}
+	text := string(rec[0])
+	j.AuditIndex, j.AuditRecord = &index, &text
+	if s.Logs == nil {
+		return nil
+	}
+	p, err := s.Logs.Proof(ctx, log, index)
+	if errors.Is(err, auditlog.ErrNoTile) {
+		return nil // signed within a second: asked again, the answer has it
+	}
+	if err != nil {
+		return err
+	}
+	proof := string(p)
+	j.AuditProof = &proof
+	return nil
 }
 
 // erase serves POST /erasures, within the tenants' budgets.

@@ -55,11 +55,7 @@ func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		for k, v := range b.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(b.status)
-		w.Write(b.body.Bytes())
+		b.sendTo(w)
 	}
 }
 
@@ -101,4 +97,16 @@ func (a *heldAnswer) WriteHeader(code int) {
 func (a *heldAnswer) Write(p []byte) (int, error) {
 	a.WriteHeader(http.StatusOK)
 	return a.body.Write(p)
+}
+
+// sendTo sends the answer kept to w.
+func (a *heldAnswer) sendTo(w http.ResponseWriter) {
+	for k, v := range a.header {
+		w.Header()[k] = v
+	}
+	if a.status == 0 {
+		a.status = http.StatusOK // a handler that wrote nothing
+	}
+	w.WriteHeader(a.status)
+	w.Write(a.body.Bytes())
 }

@@ -196,7 +196,7 @@ func TestBackfill(t *testing.T) {
 // BenchmarkVerify recomputes a log of 10,000 records from its rows and
 // checks its checkpoint (under a second, issue 28):
 //
-//	go test -run '^$' -bench Verify ./auditlog/
+//	go test -run '^$' -bench BenchmarkVerify ./internal/auditlog/
 func BenchmarkVerify(b *testing.B) {
 	ctx := context.Background()
 	cat, _, tn := setup(b, 10000)

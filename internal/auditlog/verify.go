@@ -44,10 +44,14 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	if err != nil {
 		return rep, err
 	}
-	if len(keys) == 0 {
-		return rep, errors.New("auditlog: the catalog holds no log signing key: start the server once (serve makes it)")
+	// A catalog no server has served yet has no log key, and no
+	// checkpoint: its rows and leaves are checked all the same.
+	var pub ed25519.PublicKey
+	if len(keys) > 0 {
+		pub = ed25519.PublicKey(keys[len(keys)-1].Public)
+	} else if len(saved) > 0 {
+		return rep, errors.New("auditlog: the catalog holds no log signing key, so no checkpoint can be of its logs: start the server once (serve makes it), or give the catalog the checkpoints were signed for")
 	}
-	pub := ed25519.PublicKey(keys[len(keys)-1].Public)
 	type want struct {
 		what string
 		cp   translog.Checkpoint
@@ -61,6 +65,9 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	default:
 		if !bytes.HasPrefix(note, []byte(rep.Origin+"\n")) {
 			return rep, fmt.Errorf("auditlog: the newest checkpoint in the catalog names the log otherwise than %s: after a change of [audit_log] name, start the server once, which signs the log again under its name", rep.Origin)
+		}
+		if pub == nil {
+			return rep, fmt.Errorf("%w: the catalog holds a checkpoint of the log but no log signing key to verify it with: the key's row was deleted", ErrTampered)
 		}
 		cp, err := translog.Open(note, rep.Origin, pub)
 		if err != nil {

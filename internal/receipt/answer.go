@@ -36,6 +36,48 @@ var answerOnly = map[string]func(v any, erasure string) string{
 		}
 		return ""
 	},
+	// The erasure's record in the tenant's audit log and its inclusion
+	// proof: signed by the log's checkpoint, not by the receipt, which is
+	// signed before a checkpoint can cover the record. Each is checked
+	// with the others (auditMembers); the proof's hashes and signature
+	// with the log's key (docs/erasure.md).
+	"audit_index":  func(any, string) string { return "" },
+	"audit_record": func(any, string) string { return "" },
+	"audit_proof":  func(any, string) string { return "" },
+}
+
+// auditMembers checks that an answer's audit_record is this erasure's
+// erase record at audit_index, and that audit_proof is a tlog-proof of
+// that index: a record or proof of another erasure pasted in is refused.
+func auditMembers(obj map[string]any, erasure string) string {
+	rec, hasRec := obj["audit_record"]
+	index, hasIndex := obj["audit_index"]
+	proof, hasProof := obj["audit_proof"]
+	if !hasRec && !hasIndex && !hasProof {
+		return ""
+	}
+	num, _ := index.(json.Number)
+	n, err := strconv.ParseUint(num.String(), 10, 64)
+	if !hasIndex || err != nil {
+		return "audit_index is not a record's index in the log"
+	}
+	text, ok := rec.(string)
+	var r struct {
+		Index  *uint64 `json:"index"`
+		Action string  `json:"action"`
+		Target string  `json:"target"`
+	}
+	if !ok || json.Unmarshal([]byte(text), &r) != nil || r.Index == nil || *r.Index != n ||
+		r.Action != "erase" || !strings.HasPrefix(r.Target, "erasure="+erasure+" ") {
+		return "audit_record is not this erasure's record at audit_index"
+	}
+	if hasProof {
+		want := "c2sp.org/tlog-proof@v1\nindex " + strconv.FormatUint(n, 10) + "\n"
+		if p, ok := proof.(string); !ok || !strings.HasPrefix(p, want) {
+			return "audit_proof is not a tlog-proof of audit_index"
+		}
+	}
+	return ""
 }
 
 // pageLists are the members that, once the lists pass MaxListed entries,
@@ -108,6 +150,9 @@ func VerifyAnswer(answers []byte, set Set) (Payload, string, error) {
 					return Payload{}, kid, invalid("the answer's %s%s", diff, where)
 				}
 			}
+		}
+		if why := auditMembers(obj, p.Erasure); why != "" {
+			return Payload{}, kid, invalid("the answer's %s%s", why, where)
 		}
 	}
 	if d := p.Digest; d != nil {

@@ -26,8 +26,8 @@ func runCheck(t *testing.T, e *testenv.Env, args ...string) ([]checkLine, string
 	out, errOut, code := e.TryCLI(append([]string{"check"}, args...)...)
 	var lines []checkLine
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if l == "" || strings.HasPrefix(l, `{"replica":`) {
-			continue // the last line: the catalog's replica, or the warning that there is none
+		if l == "" || strings.HasPrefix(l, `{"replica":`) || strings.HasPrefix(l, `{"admin_log":`) {
+			continue // the last lines: the admin log, and the catalog's replica or the warning that there is none
 		}
 		var c checkLine
 		if err := json.Unmarshal([]byte(l), &c); err != nil {

@@ -133,8 +133,8 @@ func checkClean(t testing.TB, e *testenv.Env) []checkLine {
 	out, errOut, code := e.TryCLI("check", "--deep")
 	var lines []checkLine
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if l == "" || strings.HasPrefix(l, `{"replica":`) {
-			continue // the last line: the catalog's replica, or the warning that there is none
+		if l == "" || strings.HasPrefix(l, `{"replica":`) || strings.HasPrefix(l, `{"admin_log":`) {
+			continue // the last lines: the admin log, and the catalog's replica or the warning that there is none
 		}
 		var c checkLine
 		if err := json.Unmarshal([]byte(l), &c); err != nil {

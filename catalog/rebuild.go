@@ -55,6 +55,14 @@ func (l *Loader) finish() error {
 			return err
 		}
 	}
+	// Each row written here is noted in the change log once its sequence
+	// goes on from the replica's, so that the next segment carries it:
+	// a checkpoint over the restore's records (docs/FORMAT.md, "Audit
+	// log tree") must never cover rows the replica lacks.
+	var notes [][]any // table, then the row's key
+	for k := range l.meta {
+		notes = append(notes, []any{"meta", k})
+	}
 	now := nanos(time.Now())
 	// A replica made before the trees (migration 11) has no log tables:
 	// the first start makes every record a leaf (backfillLogs).
@@ -75,12 +83,15 @@ func (l *Loader) finish() error {
 			return err
 		}
 		r.Time = fromNanos(now)
+		notes = append(notes, []any{"admin_log", id})
 		if trees == 0 {
 			continue
 		}
-		if _, err := appendLeaf(raw, AdminLogID, id, r); err != nil {
+		idx, err := appendLeaf(raw, AdminLogID, id, r)
+		if err != nil {
 			return err
 		}
+		notes = append(notes, []any{"log_nodes", AdminLogID, int64(idx)})
 	}
 	if l.record == nil {
 		return nil
@@ -101,8 +112,19 @@ func (l *Loader) finish() error {
 	if _, err := l.tx.ExecContext(l.ctx, `DELETE FROM sqlite_sequence WHERE name = 'replica_log'`); err != nil {
 		return err
 	}
-	_, err = l.tx.ExecContext(l.ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES ('replica_log', ?)`, l.logFrom)
-	return err
+	if _, err = l.tx.ExecContext(l.ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES ('replica_log', ?)`, l.logFrom); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		q := `INSERT INTO replica_log(tbl, k1) VALUES (?, ?)`
+		if len(n) == 3 {
+			q = `INSERT INTO replica_log(tbl, k1, k2) VALUES (?, ?, ?)`
+		}
+		if _, err := l.tx.ExecContext(l.ctx, q, n...); err != nil {
+			return fmt.Errorf("catalog: note the restore's rows for the replica: %w", err)
+		}
+	}
+	return nil
 }
 
 // Put writes row (values for cols) into table, replacing the row with

@@ -35,12 +35,11 @@ func BenchmarkLogTrees(b *testing.B) {
 	start := func(trees bool) *side {
 		s := &side{e: testenv.Prepare(b, testenv.Options{Listen: testenv.FreePort(b)})}
 		s.token = s.e.NewKey(s.e.Tenant("acme"), "write", "read").Token
+		// With VCON_CPUPROFILE_DIR set, both write their profiles.
 		if trees {
-			// With VCON_CPUPROFILE_DIR set, its profile shows what of
-			// the server's time the trees take.
-			s.p = s.e.StartProfiled("logtrees")
+			s.p = s.e.StartProfiled("logtrees-with")
 		} else {
-			s.p = s.e.StartWithoutLogTrees()
+			s.p = s.e.StartWithoutLogTrees("logtrees-without")
 		}
 		for range benchClients {
 			s.clients = append(s.clients, s.e.HTTPClient())
@@ -48,7 +47,7 @@ func BenchmarkLogTrees(b *testing.B) {
 		return s
 	}
 	with, without := start(true), start(false)
-	const n, rounds = 1500, 4
+	const n, rounds = 1500, 8
 	// timed runs one round of op on s, adding the server's CPU time to
 	// s.cpu[i], and returns the round's rate.
 	timed := func(s *side, i, n int, op func(c int) error) float64 {

@@ -15,7 +15,10 @@ const CPUProfileEnv = "VCON_CPUPROFILE_DIR"
 // CPUProfileDir is the directory of CPUProfileEnv, "" when profiles are off.
 func CPUProfileDir() string { return os.Getenv(CPUProfileEnv) }
 
-var profiled = built{pkg: "./test/kit/testenv/cpuprofiled"}
+var (
+	profiled           = built{pkg: "./test/kit/testenv/cpuprofiled"}
+	profiledNoLogTrees = built{pkg: "./test/kit/testenv/cpuprofiled", tags: "nologtree"}
+)
 
 // ProfiledBinary builds test/kit/testenv/cpuprofiled once per test
 // process (vcon-server's cli.Main inside a CPU profile, built as Binary
@@ -32,9 +35,23 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // (Proc.Stop); Proc.Profile is that path. Stop it before reading it.
 func (e *Env) StartProfiled(name string, env ...string) *Proc {
 	e.T.Helper()
+	return e.startProfiled(name, &binary, &profiled, env...)
+}
+
+// StartWithoutLogTrees is StartProfiled with a command whose audit
+// records are rows only, as before the logs were trees (build tag
+// nologtree): the same run's baseline for what the trees cost
+// (docs/audit-log.md).
+func (e *Env) StartWithoutLogTrees(name string, env ...string) *Proc {
+	e.T.Helper()
+	return e.startProfiled(name, &noLogTrees, &profiledNoLogTrees, env...)
+}
+
+func (e *Env) startProfiled(name string, plain, prof *built, env ...string) *Proc {
+	e.T.Helper()
 	dir := CPUProfileDir()
 	if dir == "" {
-		return e.StartBinary(env...)
+		return e.startBinaryAt(plain.get(e.T), env...)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		e.T.Fatal(err)
@@ -43,7 +60,7 @@ func (e *Env) StartProfiled(name string, env ...string) *Proc {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	p := e.startBinaryAt(ProfiledBinary(e.T), append(env, "VCON_CPUPROFILE_OUT="+path)...)
+	p := e.startBinaryAt(prof.get(e.T), append(env, "VCON_CPUPROFILE_OUT="+path)...)
 	p.Profile = path
 	return p
 }

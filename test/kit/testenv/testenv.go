@@ -360,14 +360,6 @@ var binary = built{pkg: "."}
 // (build tag nologtree): the baseline of the logs' cost benchmarks.
 var noLogTrees = built{pkg: ".", tags: "nologtree"}
 
-// StartWithoutLogTrees is StartBinary with a command whose audit records
-// are rows only, as before the logs were trees: the same run's baseline
-// for what the trees cost (docs/audit-log.md).
-func (e *Env) StartWithoutLogTrees(env ...string) *Proc {
-	e.T.Helper()
-	return e.startBinaryAt(noLogTrees.get(e.T), env...)
-}
-
 // Binary builds the vcon-server command once per test process, pure Go
 // as released (CGO_ENABLED=0) but with the crash points of package
 // crashpoint, and returns its path.

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -236,4 +237,21 @@ func (c *Catalog) SyncLog() error {
 		return fmt.Errorf("catalog: sync the write-ahead log: %w", err)
 	}
 	return nil
+}
+
+// LogsRestored is what the newest restore kept of the logs it rebuilt
+// (MetaLogRestored); nil when the catalog was never restored.
+func (c *Catalog) LogsRestored(ctx context.Context) (*LogRestored, error) {
+	b, err := c.Meta(ctx, MetaLogRestored)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &LogRestored{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("catalog: meta %s is damaged: %w", MetaLogRestored, err)
+	}
+	return r, nil
 }

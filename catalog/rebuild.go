@@ -3,6 +3,8 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -50,8 +52,15 @@ func (l *Loader) Carry(logFrom int64, record func(schema string) ([]byte, error)
 
 // finish writes what Carry, SetMeta and AdminLog asked for.
 func (l *Loader) finish() error {
-	for k, v := range l.meta {
-		if _, err := l.tx.ExecContext(l.ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
+	now := nanos(time.Now())
+	// A replica made before the trees (migration 11) has no log tables:
+	// the first start makes every record a leaf (backfillLogs).
+	var trees int
+	if err := l.tx.QueryRowContext(l.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_nodes'`).Scan(&trees); err != nil {
+		return err
+	}
+	if trees > 0 {
+		if err := l.noteLogSizes(now); err != nil {
 			return err
 		}
 	}
@@ -60,15 +69,11 @@ func (l *Loader) finish() error {
 	// a checkpoint over the restore's records (docs/FORMAT.md, "Audit
 	// log tree") must never cover rows the replica lacks.
 	var notes [][]any // table, then the row's key
-	for k := range l.meta {
+	for k, v := range l.meta {
+		if _, err := l.tx.ExecContext(l.ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)`, k, v); err != nil {
+			return err
+		}
 		notes = append(notes, []any{"meta", k})
-	}
-	now := nanos(time.Now())
-	// A replica made before the trees (migration 11) has no log tables:
-	// the first start makes every record a leaf (backfillLogs).
-	var trees int
-	if err := l.tx.QueryRowContext(l.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_nodes'`).Scan(&trees); err != nil {
-		return err
 	}
 	raw := &rawTx{ctx: l.ctx, tx: l.tx, heads: map[string]logHead{}}
 	for _, r := range l.adminLogs {
@@ -124,6 +129,39 @@ func (l *Loader) finish() error {
 			return fmt.Errorf("catalog: note the restore's rows for the replica: %w", err)
 		}
 	}
+	return nil
+}
+
+// MetaLogRestored is the meta key under which a restore keeps the size of
+// each log it rebuilt, before its own records: a record the lost host
+// made after the replica's last change is in no log, and an index from
+// that size on handed out before the restore named it (check reports it;
+// docs/FORMAT.md, "Audit log tree").
+const MetaLogRestored = "log_restored"
+
+// LogRestored is what MetaLogRestored holds.
+type LogRestored struct {
+	At    int64             `json:"at"`    // the restore's time, Unix nanoseconds
+	Sizes map[string]uint64 `json:"sizes"` // by log key in hex
+}
+
+func (l *Loader) noteLogSizes(at int64) error {
+	r := LogRestored{At: at, Sizes: map[string]uint64{}}
+	err := eachRow(l.ctx, l.tx, "audit logs", func(rw row) error {
+		var log []byte
+		var n int64
+		err := rw.Scan(&log, &n)
+		r.Sizes[hex.EncodeToString(log)] = uint64(n)
+		return err
+	}, `SELECT log, max(idx) + 1 FROM log_nodes GROUP BY log`)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	l.meta[MetaLogRestored] = b
 	return nil
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -229,6 +230,21 @@ func (l *logCheck) admin() (int, error) {
 	if problems == nil {
 		problems = []string{}
 	}
-	return len(problems), l.e.emit(map[string]any{"admin_log": map[string]any{
-		"records": rep.Records, "signed": rep.Signed, "problems": problems}})
+	line := map[string]any{"records": rep.Records, "signed": rep.Signed, "problems": problems}
+	restored, err := l.cat.LogsRestored(l.e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	if restored != nil {
+		// Not a problem, a fact to keep: what a lost host appended after
+		// the replica's last change is in no log (docs/audit-log.md).
+		logs := map[string]uint64{}
+		for k, n := range restored.Sizes {
+			b, _ := hex.DecodeString(k)
+			logs[auditlog.LogName(b)] = n
+		}
+		line["restored"] = map[string]any{"at": time.Unix(0, restored.At).UTC().Format(time.RFC3339), "logs": logs,
+			"note": "each log as the replica held it at the restore: a record made on the lost host after the replica's last change is in no log, and an index at or past a log's size here, handed out before the restore, named such a record"}
+	}
+	return len(problems), l.e.emit(map[string]any{"admin_log": line})
 }

@@ -92,11 +92,14 @@ func (l *Logs) Run(ctx context.Context, interval time.Duration, failed func(erro
 }
 
 // Origin is the name of log: <name>/<tenant id>, or <name>/admin.
-func Origin(name string, log []byte) string {
+func Origin(name string, log []byte) string { return name + "/" + LogName(log) }
+
+// LogName is the last part of log's origin: its tenant's id, or "admin".
+func LogName(log []byte) string {
 	if string(log) == string(catalog.AdminLogID) {
-		return name + "/admin"
+		return "admin"
 	}
-	return name + "/" + ids.ID(log).String()
+	return ids.ID(log).String()
 }
 
 // Origin is the name of log.

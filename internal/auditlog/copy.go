@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
-	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/translog"
 	"github.com/vcon-server/vcon-server/objstore"
 )
@@ -155,12 +154,7 @@ func (c *Copier) Copy(ctx context.Context) error {
 }
 
 // CopyFolder is the folder of log's copy in a target.
-func CopyFolder(log []byte) string {
-	if string(log) == string(catalog.AdminLogID) {
-		return CopyPrefix + "admin/"
-	}
-	return CopyPrefix + ids.ID(log).String() + "/"
-}
+func CopyFolder(log []byte) string { return CopyPrefix + LogName(log) + "/" }
 
 // copyLog writes the tiles of log that the checkpoint cp covers and a
 // copy of size from holds not, then cp, then deletes the partial tiles

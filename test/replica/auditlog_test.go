@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,8 @@ func TestRestoreKeepsTheAuditLog(t *testing.T) {
 func TestCheckpointWaitsForTheReplica(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "replica")
 	e := testenv.New(t, testenv.Options{Storage: replicaTOML(target, 60)})
-	k := e.NewKey(e.Tenant("acme"), "write", "audit")
+	acme := e.Tenant("acme")
+	k := e.NewKey(acme, "write", "audit")
 	store := func(n int) {
 		for range n {
 			body := apitest.NewVcon(ids.NewRandom().String(), "logged", "+15555550100")
@@ -109,6 +111,22 @@ func TestCheckpointWaitsForTheReplica(t *testing.T) {
 	e.CLI("restore")
 	if out, errOut, code := e.TryCLI("audit", "verify", "--tenant", "acme", "--checkpoint", saved); code != 0 {
 		t.Fatalf("audit verify of the restored catalog against the checkpoint saved: exit %d %s%s", code, out, errOut)
+	}
+	// check says how far each log was restored: the three stores the
+	// replica never got had indexes 11 to 13.
+	out, errOut, code := e.TryCLI("check")
+	var line struct {
+		AdminLog struct {
+			Restored struct{ Logs map[string]uint64 } `json:"restored"`
+		} `json:"admin_log"`
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, `{"admin_log"`) {
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if code != 0 || line.AdminLog.Restored.Logs[acme] != 11 {
+		t.Fatalf("check after the restore: exit %d, the logs restored %v\n%s%s", code, line.AdminLog.Restored.Logs, out, errOut)
 	}
 }
 

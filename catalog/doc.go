@@ -29,6 +29,9 @@
 //	audit.go         audit, admin_log                                           The catalog
 //	logtree.go       log_nodes (appends, the backfill), leaves                  Audit log tree
 //	logreads.go      log_nodes, log_checkpoints (reads; checkpoints)            Audit log tree
+//	logtrees_on.go   (whether records are leaves: the nologtree benchmark build) Audit log tree
+//	logtrees_off.go  (the same, off in that build only)                          Audit log tree
+//	appended.go      (the indexes a request's records got, for its answer)       Audit log tree
 //	holds.go         vcons.held                                                 The catalog
 //	versions.go      versions, vcons (writes)                                   Store, Delete
 //	versionreads.go  versions, vcons (reads)                                    Indexes, Export

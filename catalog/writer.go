@@ -94,12 +94,44 @@ func (c *Catalog) UpdateSpare(ctx context.Context, fn func(*Tx) error) error {
 
 func (c *Catalog) write(ctx context.Context, fn func(*Tx) error, kind writeKind) error {
 	err := c.enqueue(ctx, fn, kind)
-	if reserve.IsFull(err) {
-		if _, rerr := reserve.Release(filepath.Dir(c.path)); rerr == nil {
+	if !reserve.IsFull(err) {
+		return err
+	}
+	dir := filepath.Dir(c.path)
+	if kind == note {
+		// The record of what changed nothing frees no room later: it
+		// takes a slice of the reserve, never the rest, which is the
+		// deletes' (a refused store's record on a full disk took it all,
+		// and serve could not start on that disk again).
+		if c.noteRoom(dir) {
 			err = c.enqueue(ctx, fn, kind)
 		}
+		return err
+	}
+	if _, rerr := reserve.Release(dir); rerr == nil {
+		err = c.enqueue(ctx, fn, kind)
 	}
 	return err
+}
+
+// noteSlice is what a note refused for want of space takes of the
+// reserve: a few dozen pages of the write-ahead log.
+const noteSlice = 128 << 10
+
+// noteRoom makes room for notes refused for want of space: a slice of the
+// reserve once a commit, since the notes of one batch fail together.
+func (c *Catalog) noteRoom(dir string) bool {
+	c.noteMu.Lock()
+	defer c.noteMu.Unlock()
+	if n := c.commits.Load(); n == c.noteShrunkAt && c.noteShrunk {
+		return true // this commit's slice is given already
+	}
+	freed, err := reserve.Shrink(dir, noteSlice)
+	if err != nil || freed <= 0 {
+		return false
+	}
+	c.noteShrunkAt, c.noteShrunk = c.commits.Load(), true
+	return true
 }
 
 func (c *Catalog) enqueue(ctx context.Context, fn func(*Tx) error, kind writeKind) error {

@@ -111,7 +111,7 @@ func dump(t *testing.T, path string) map[string][]string {
 			q = `SELECT * FROM admin_log WHERE action NOT LIKE 'catalog\_restore%' ESCAPE '\' ORDER BY 1, 2` // the restore's own records
 		}
 		if name == "meta" {
-			q = `SELECT * FROM meta WHERE key <> 'restored' ORDER BY 1` // the restore's own mark
+			q = `SELECT * FROM meta WHERE key NOT IN ('restored', 'log_restored') ORDER BY 1` // the restore's own marks
 		}
 		rows, err := db.Query(q)
 		if err != nil {

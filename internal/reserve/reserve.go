@@ -103,6 +103,30 @@ func Release(dir string) (int64, error) {
 	return held, nil
 }
 
+// Shrink gives n bytes of the reserve back and keeps the rest, for a write
+// that frees nothing later (the record of a refusal): it must not take the
+// room a delete needs. It returns the bytes given back, 0 when the reserve
+// holds no more than n. A truncate needs no space.
+func Shrink(dir string, n int64) (int64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reserve: shrink: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= n {
+		return 0, err
+	}
+	before := Held(dir)
+	if err := f.Truncate(fi.Size() - n); err != nil {
+		return 0, fmt.Errorf("reserve: shrink: %w", err)
+	}
+	return before - Held(dir), nil
+}
+
 // ErrNoRoom is Make's answer when the file system has no room for the
 // reserve twice over.
 var ErrNoRoom = errors.New("reserve: the file system has no room for the reserve twice over")

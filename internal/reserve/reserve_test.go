@@ -133,3 +133,24 @@ func TestWriteOut(t *testing.T) {
 		t.Fatal("the reserve's bytes repeat or are zeros")
 	}
 }
+
+// TestShrink: a note's slice leaves the rest of the reserve held, and a
+// reserve no bigger than the slice is left alone for the deletes.
+func TestShrink(t *testing.T) {
+	dir := t.TempDir()
+	if made, err := Make(dir); !made || err != nil {
+		t.Fatalf("Make: %v %v", made, err)
+	}
+	held := Held(dir)
+	freed, err := Shrink(dir, 128<<10)
+	if err != nil || freed <= 0 || Held(dir) != held-freed || Held(dir) <= 0 {
+		t.Fatalf("Shrink: freed %d (%v), held %d of %d", freed, err, Held(dir), held)
+	}
+	if freed, err := Shrink(dir, Held(dir)+1); freed != 0 || err != nil {
+		t.Fatalf("Shrink past the reserve: freed %d (%v)", freed, err)
+	}
+	Release(dir)
+	if freed, err := Shrink(dir, 1); freed != 0 || err != nil {
+		t.Fatalf("Shrink of no reserve: freed %d (%v)", freed, err)
+	}
+}

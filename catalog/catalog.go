@@ -131,15 +131,7 @@ func Open(ctx context.Context, dataDir string) (*Catalog, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, ErrMissing
 	}
-	c, err := open(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.loadID(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return OpenFile(ctx, path)
 }
 
 // OpenFile opens the catalog file at path: one restore has just built,

@@ -160,7 +160,7 @@ func TestErasure(t *testing.T) {
 	// The same answer again (with the record's proof once a checkpoint
 	// covers it); the CLI verifies it, and refuses it tampered.
 	again := e.Do("GET", "/erasures/"+got.Erasure, del.Token, nil)
-	if again.Status != 200 || !bytes.Equal(withoutProof(t, again.Body), withoutProof(t, r.Body)) {
+	if again.Status != 200 || !bytes.Equal(apitest.WithoutProof(t, again.Body), apitest.WithoutProof(t, r.Body)) {
 		t.Errorf("GET /erasures/{id}: %d %s, want %s", again.Status, again.Body, r.Body)
 	}
 	dir := t.TempDir()
@@ -249,20 +249,4 @@ func opensslVerify(t *testing.T, jws string, jwks []byte) []byte {
 		t.Fatal(err)
 	}
 	return payload
-}
-
-// withoutProof is an erasure's answer without its audit_proof, which is
-// against the newest checkpoint and so changes as the log grows.
-func withoutProof(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "audit_proof")
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

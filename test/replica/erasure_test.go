@@ -3,7 +3,6 @@ package replica
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +77,7 @@ func TestErasureAndReplica(t *testing.T) {
 	}
 	// The same answer, its record's proof aside: that is against the
 	// newest checkpoint, which grows with the log.
-	if again := e.Do("GET", "/erasures/"+answer.Erasure, token, nil); again.Status != 200 || !bytes.Equal(withoutProof(t, again.Body), withoutProof(t, r.Body)) {
+	if again := e.Do("GET", "/erasures/"+answer.Erasure, token, nil); again.Status != 200 || !bytes.Equal(apitest.WithoutProof(t, again.Body), apitest.WithoutProof(t, r.Body)) {
 		t.Errorf("GET /erasures/{id} after the restore: %d %s", again.Status, again.Body)
 	}
 	if got := e.Do("POST", "/vcons", token, apitest.NewVcon(gone, "again", "+15555550100"), "Content-Type", "application/vcon"); got.Status != 410 {
@@ -126,19 +125,4 @@ func TestErasureNeverStoredReplica(t *testing.T) {
 	if grown >= 100<<10 {
 		t.Fatalf("the replica grew by %d bytes for 10,000 never-stored uuids, want less than 100 KB", grown)
 	}
-}
-
-// withoutProof is an erasure's answer without its audit_proof.
-func withoutProof(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "audit_proof")
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package apitest
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,4 +82,20 @@ func gzipBomb(t testing.TB, n int64) []byte {
 	}
 	zw.Close()
 	return buf.Bytes()
+}
+
+// WithoutProof is an erasure's answer without its audit_proof, which is
+// against the newest checkpoint and so changes as the log grows.
+func WithoutProof(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "audit_proof")
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

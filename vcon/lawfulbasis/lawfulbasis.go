@@ -56,6 +56,9 @@ type Attachment struct {
 	// list several), checked by CheckRefs.
 	Party  int
 	Dialog []int
+	// Index is the attachment's position in the vCon's attachments, for
+	// the caller's reasons; Parse leaves it 0.
+	Index int
 }
 
 // Error is a malformed lawful-basis attachment: Reason, a sentence for the

@@ -96,6 +96,11 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 	if req.UUID != nil && *req.UUID != b.uuid {
 		return Stored{UUID: *req.UUID}, ErrUUIDMismatch
 	}
+	// The tenant's lawful-basis mode refuses before the object is made
+	// durable, so a refusal changes nothing (docs/lawful-basis.md).
+	if err := a.lawfulRefusal(ctx, req.Tenant, b.meta); err != nil {
+		return Stored{UUID: b.uuid}, err
+	}
 	// 3. A retry of the current version answers before its object is made
 	// durable; any other store makes it durable.
 	ask := func(tenant, uuid ids.ID, mac []byte, ct, ce string) (catalog.Replay, error) {
@@ -120,7 +125,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		ID: vid, Tenant: req.Tenant, UUID: b.uuid, StoredAt: now,
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
 		Form: b.meta.Form, Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
-		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac,
+		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac, Lawful: b.meta.LawfulBasis,
 	}
 	replay, replaced, index, err := a.commitVersion(ctx, req, v, b, tk)
 	if err != nil || replay != nil {

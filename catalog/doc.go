@@ -41,6 +41,7 @@
 //	packpurge.go     versions, pack_files (purges in packs)                     Purge of a packed row
 //	manifests.go     manifests                                                  Manifests
 //	search.go        search_tokens, tenants.search                              Search index
+//	lawfulbasis.go   versions' lawful columns, tenants.lawful_basis             Lawful basis
 //	erasures.go      erasures, erased                                           Erasure
 //	erasebatch.go    erase_todo, erased                                         Erasure
 //	signingkeys.go   signing_keys                                               The receipts' signing key, Audit log tree

@@ -360,4 +360,18 @@ INSERT INTO meta(key, value) VALUES ('log_backfill', 1);
 	`
 ALTER TABLE erasures ADD COLUMN audit_index INTEGER;
 `,
+
+	// 15: lawful bases (docs/lawful-basis.md, docs/FORMAT.md "Lawful
+	// basis"): per version what its lawful-basis attachments say, and no
+	// more of the vCon: the basis ('unknown', 'malformed', or the bases;
+	// NULL without one, and for versions stored before), the earliest
+	// expiration (NULL: none), the purposes granted and refused, each a
+	// space-separated list of vocabulary words. Per tenant, its mode.
+	`
+ALTER TABLE versions ADD COLUMN lawful_basis TEXT;
+ALTER TABLE versions ADD COLUMN lawful_expires INTEGER;
+ALTER TABLE versions ADD COLUMN purposes_granted TEXT;
+ALTER TABLE versions ADD COLUMN purposes_refused TEXT;
+ALTER TABLE tenants ADD COLUMN lawful_basis TEXT NOT NULL DEFAULT 'off';
+`,
 }

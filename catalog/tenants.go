@@ -20,6 +20,7 @@ type Tenant struct {
 	RetentionDays *int
 	CreatedAt     time.Time
 	Search        vocab.SearchMode
+	LawfulBasis   vocab.LawfulMode
 }
 
 // ErrNameTaken is returned when a tenant name is already used.
@@ -31,7 +32,7 @@ func (tx *Tx) CreateTenant(name string) (Tenant, error) {
 }
 
 func (tx *Tx) createTenant(id ids.ID, name string) (Tenant, error) {
-	t := Tenant{ID: id, Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff}
+	t := Tenant{ID: id, Name: name, Metadata: vocab.LevelNone, CreatedAt: tx.now, Search: vocab.SearchOff, LawfulBasis: vocab.LawfulOff}
 	_, err := tx.exec(`INSERT INTO tenants(id, name, metadata, created_at) VALUES (?, ?, ?, ?)`, t.ID[:], name, string(t.Metadata), nanos(t.CreatedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return Tenant{}, ErrNameTaken
@@ -65,7 +66,7 @@ func (tx *Tx) updateTenant(q string, args ...any) error {
 	return nil
 }
 
-const tenantCols = `id, name, metadata, retention_days, created_at, search`
+const tenantCols = `id, name, metadata, retention_days, created_at, search, lawful_basis`
 
 // notDeleting keeps out of every lookup a tenant being deleted: from the
 // transaction that destroyed its key on, it is unknown (docs/FORMAT.md,
@@ -77,7 +78,7 @@ func scanTenant(r row) (Tenant, error) {
 	var id []byte
 	var ret sql.NullInt64
 	var created int64
-	if err := r.Scan(&id, &t.Name, &t.Metadata, &ret, &created, &t.Search); err != nil {
+	if err := r.Scan(&id, &t.Name, &t.Metadata, &ret, &created, &t.Search, &t.LawfulBasis); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return t, ErrNotFound
 		}

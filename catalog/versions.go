@@ -9,6 +9,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // Location says where a version's sealed bytes are.
@@ -62,6 +63,10 @@ type Version struct {
 	// store (docs/FORMAT.md, "Store"): written by InsertVersion, never
 	// read into a Version.
 	BodyMAC []byte
+	// Lawful is what the version's lawful-basis attachments say
+	// (catalog/lawfulbasis.go): written by InsertVersion, read by
+	// LawfulBasisOf.
+	Lawful lawfulbasis.Summary
 }
 
 const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.content_encoding, v.form, v.size, v.sealed_size,
@@ -135,9 +140,12 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 			return false, err
 		}
 	}
-	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location, body_mac)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location), v.BodyMAC)
+	basis, expires, granted, refused := lawfulCols(v.Lawful)
+	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location, body_mac,
+		lawful_basis, lawful_expires, purposes_granted, purposes_refused)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location), v.BodyMAC,
+		basis, expires, granted, refused)
 	return replaced, err
 }
 

@@ -21,6 +21,7 @@ func init() {
 	register(&command{name: "tenant show", args: "TENANT", summary: "print one tenant (by id or name)", run: tenantShow})
 	register(&command{name: "tenant set-metadata", args: "TENANT LEVEL", summary: "set the metadata level: none, form, times, counts or full", run: tenantSetMetadata})
 	register(&command{name: "tenant set-search", args: "TENANT off|parties|parties+subject", summary: "turn the tenant's blind party search on or off; on, the server indexes its kept versions in the background", run: tenantSetSearch})
+	register(&command{name: "tenant set-lawful-basis", args: "TENANT off|enforce|require", summary: "set what a store does with a vCon's lawful-basis attachments: off records them, enforce refuses a malformed one, require also a vCon without one", run: tenantSetLawfulBasis})
 	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
 
 	var keyTenant, keyLabel string
@@ -347,6 +348,20 @@ func tenantSetSearch(e *env, _ *flag.FlagSet, args []string) error {
 	}
 	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
 		t, err := cat.SetSearch(e.ctx, t.ID, mode, catalog.CLI)
+		if err != nil {
+			return err
+		}
+		return e.emit(server.TenantView(t))
+	})
+}
+
+func tenantSetLawfulBasis(e *env, _ *flag.FlagSet, args []string) error {
+	mode, err := vocab.ParseLawfulMode(args[1])
+	if err != nil {
+		return err
+	}
+	return e.withTenant(args[0], func(cat *catalog.Catalog, t catalog.Tenant) error {
+		t, err := cat.SetLawfulMode(e.ctx, t.ID, mode, catalog.CLI)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,10 @@ func statusOf(err error) (int, string) {
 	var tooMany *catalog.TooManyError
 	var ownKey *archive.TenantKeyError
 	var keyName *kms.KeyNameError
+	var lawful *archive.LawfulBasisRefused
 	switch {
+	case errors.As(err, &lawful):
+		return http.StatusUnprocessableEntity, lawful.Error()
 	case errors.Is(err, catalog.ErrKeyRotated):
 		return http.StatusServiceUnavailable, "the master key was rotated a moment ago, and this server takes the new key within a second; nothing was done: retry"
 	case errors.As(err, &keyName):

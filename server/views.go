@@ -19,7 +19,9 @@ type TenantJSON struct {
 	Metadata  vocab.Level      `json:"metadata"`
 	Retention *string          `json:"retention"` // "30d"; null: the server default
 	Search    vocab.SearchMode `json:"search"`
-	CreatedAt string           `json:"created_at"`
+	// LawfulBasis is the tenant's lawful-basis mode (docs/lawful-basis.md).
+	LawfulBasis vocab.LawfulMode `json:"lawful_basis"`
+	CreatedAt   string           `json:"created_at"`
 }
 
 // TenantView is t as JSON.
@@ -29,8 +31,12 @@ func TenantView(t catalog.Tenant) TenantJSON {
 		s := strconv.Itoa(*t.RetentionDays) + "d"
 		ret = &s
 	}
+	lawful := t.LawfulBasis
+	if lawful == "" {
+		lawful = vocab.LawfulOff
+	}
 	return TenantJSON{ID: t.ID.String(), Name: t.Name, Metadata: t.Metadata, Retention: ret, Search: t.Search,
-		CreatedAt: t.CreatedAt.Format(time.RFC3339Nano)}
+		LawfulBasis: lawful, CreatedAt: t.CreatedAt.Format(time.RFC3339Nano)}
 }
 
 // TenantViews is ts as a JSON list, empty rather than null.

@@ -26,11 +26,11 @@ func TestViews(t *testing.T) {
 		want string
 	}{
 		{server.TenantView(catalog.Tenant{ID: id, Name: "acme", Metadata: vocab.LevelCounts, RetentionDays: &d, CreatedAt: at, Search: vocab.SearchPartiesSubject}),
-			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"acme","metadata":"counts","retention":"30d","search":"parties+subject","created_at":"2026-11-05T01:02:03.4005006Z"}`},
+			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"acme","metadata":"counts","retention":"30d","search":"parties+subject","lawful_basis":"off","created_at":"2026-11-05T01:02:03.4005006Z"}`},
 		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: vocab.LevelNone, RetentionDays: &z, CreatedAt: at2, Search: vocab.SearchOff}),
-			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":"0d","search":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
+			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":"0d","search":"off","lawful_basis":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
 		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: vocab.LevelNone, CreatedAt: at2, Search: vocab.SearchOff}),
-			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":null,"search":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
+			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":null,"search":"off","lawful_basis":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
 		{server.TenantViews(nil), `[]`},
 		{server.KeyView(catalog.Key{ID: "k1", Tenant: &id, Scopes: []string{"read", "write"}, Label: "rec<1>", CreatedAt: at}),
 			`{"id":"k1","tenant":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","operator":false,"scopes":["read","write"],"label":"rec\u003c1\u003e","created_at":"2026-11-05T01:02:03.4005006Z","revoked_at":null}`},

@@ -3,6 +3,8 @@ package vcon
 import (
 	"fmt"
 	"io"
+
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // One pass over a document: readDoc walks the top-level object once and
@@ -36,6 +38,9 @@ type doc struct {
 	payloadErr error // why it could not
 
 	dup string // the first member read twice in one object, by its path
+
+	lawful    []lawfulbasis.Attachment // the lawful-basis attachments read
+	lawfulErr error                    // the first malformed one's *lawfulbasis.Error
 }
 
 type docOptions struct {
@@ -90,6 +95,8 @@ func readDoc(r io.Reader, limit int64, opt docOptions) (*doc, error) {
 			err = d.readParties(s)
 		case "dialog":
 			d.dialogCount, err = count(s)
+		case "attachments":
+			err = d.readAttachments(s)
 		case "payload":
 			d.hasPayload = true
 			if opt.payload {

@@ -12,10 +12,11 @@ import "bytes"
 // The members the walk reads, object by object (the same lists in a signed
 // vCon's payload). Each list holds at most 32 names (see once).
 var (
-	topMembers       = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected"}
-	partyMembers     = []string{"tel", "mailto", "name"}
-	signatureMembers = []string{"header"}
-	uuidMember       = []string{"uuid"} // of signatures[i].header and of unprotected
+	topMembers        = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected", "attachments"}
+	partyMembers      = []string{"tel", "mailto", "name"}
+	signatureMembers  = []string{"header"}
+	attachmentMembers = []string{"purpose"}
+	uuidMember        = []string{"uuid"} // of signatures[i].header and of unprotected
 )
 
 // once notes that the object whose members seen records has a member key;

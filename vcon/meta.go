@@ -7,6 +7,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // From a document read (document.go) to its Meta: the form it turned out
@@ -18,7 +19,8 @@ func (d *doc) meta() (*Meta, error) {
 	if d.dup != "" {
 		return nil, dupError(d.dup, "")
 	}
-	m := &Meta{Form: d.form(), PartyCount: CountUnknown, DialogCount: CountUnknown}
+	m := &Meta{Form: d.form(), PartyCount: CountUnknown, DialogCount: CountUnknown,
+		LawfulBasis: lawfulbasis.Summary{Basis: lawfulbasis.Unknown}}
 	var err error
 	switch m.Form {
 	case vocab.FormEncrypted:
@@ -96,6 +98,7 @@ func (d *doc) fill(m *Meta) {
 	m.Parties = d.parties
 	m.PartyCount = d.partyCount
 	m.DialogCount = d.dialogCount
+	m.LawfulBasis, m.LawfulBasisErr = d.lawfulBasis()
 }
 
 func parseTime(v value) *time.Time {

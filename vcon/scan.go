@@ -41,6 +41,19 @@ type scanner struct {
 	kbuf  []byte // the current member key, capped at maxKey
 	str   []byte // readString's scratch, reused for every string it reads
 	bufs  *scanBufs
+	rec   recording
+}
+
+// recording keeps the bytes of one value as they pass (startRecord,
+// stopRecord), up to a cap: a lawful-basis attachment is checked whole,
+// by its own reader, once the scanner has found it to be one. Bytes leave
+// the buffer only in more, so that is where they are copied out.
+type recording struct {
+	on   bool
+	from int    // where in buf the bytes not yet copied start
+	max  int    // the cap
+	over bool   // more than max bytes passed: b was dropped
+	b    []byte // the bytes so far
 }
 
 // maxKey caps a captured member key: every key the vCon code looks for is
@@ -74,6 +87,37 @@ func (s *scanner) release() {
 	s.buf, s.str, s.bufs, s.i, s.n, s.eof = nil, nil, nil, 0, 0, true
 }
 
+// startRecord starts keeping the bytes read from the current offset on,
+// at most max of them.
+func (s *scanner) startRecord(max int) {
+	s.rec = recording{on: true, from: s.i, max: max, b: s.rec.b[:0]}
+}
+
+// stopRecord returns the bytes read since startRecord, or nil and false
+// when there were more than its max. They are valid until the next
+// startRecord.
+func (s *scanner) stopRecord() ([]byte, bool) {
+	s.keepRecorded()
+	s.rec.on = false
+	if s.rec.over {
+		return nil, false
+	}
+	return s.rec.b, true
+}
+
+func (s *scanner) keepRecorded() {
+	r := &s.rec
+	if !r.on || r.over {
+		return
+	}
+	if len(r.b)+s.i-r.from > r.max {
+		r.over, r.b = true, r.b[:0]
+		return
+	}
+	r.b = append(r.b, s.buf[r.from:s.i]...)
+	r.from = s.i
+}
+
 // offset is the input offset of the next unread byte.
 func (s *scanner) offset() int64 { return s.base + int64(s.i) }
 
@@ -87,6 +131,8 @@ func (s *scanner) more(k int) bool {
 			return false
 		}
 		if s.i > 0 {
+			s.keepRecorded()
+			s.rec.from = 0
 			s.base += int64(s.i)
 			s.n = copy(s.buf, s.buf[s.i:s.n])
 			s.i = 0

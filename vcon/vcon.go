@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/vocab"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // CountUnknown is Meta.PartyCount and Meta.DialogCount when the counts
@@ -98,8 +99,16 @@ type Meta struct {
 	// arrays: 0 when absent or not an array, CountUnknown when not known.
 	PartyCount  int
 	DialogCount int
-	Gzip        bool  // the body was received, and is stored, gzip-compressed
-	Size        int64 // the stored (as received) byte length
+	// LawfulBasis is what the vCon's lawful-basis attachments say
+	// (draft-howe-vcon-lawful-basis-02): Basis lawfulbasis.Unknown when
+	// the vCon cannot be read, lawfulbasis.None without one. When one is
+	// malformed, Basis is lawfulbasis.Malformed and LawfulBasisErr, a
+	// *lawfulbasis.Error, says why: whether that refuses the vCon is the
+	// tenant's choice, not Inspect's.
+	LawfulBasis    lawfulbasis.Summary
+	LawfulBasisErr error
+	Gzip           bool  // the body was received, and is stored, gzip-compressed
+	Size           int64 // the stored (as received) byte length
 }
 
 // InvalidError is a vCon refused as not what an archive can keep. Reason is

@@ -84,3 +84,30 @@ func ParseLevel(s string) (Level, error) {
 	}
 	return "", fmt.Errorf("unknown metadata level %q: use one of %s", s, strings.Join(names, ", "))
 }
+
+// LawfulMode is a tenant's lawful-basis setting (docs/lawful-basis.md):
+// what a store does with a vCon's lawful-basis attachments.
+type LawfulMode string
+
+const (
+	// LawfulOff: nothing is refused; what the attachments say is still
+	// recorded (the default).
+	LawfulOff LawfulMode = "off"
+	// LawfulEnforce refuses a vCon whose attachment is malformed.
+	LawfulEnforce LawfulMode = "enforce"
+	// LawfulRequire also refuses a vCon that shows no lawful basis.
+	LawfulRequire LawfulMode = "require"
+)
+
+// LawfulModes lists the lawful-basis settings.
+var LawfulModes = []LawfulMode{LawfulOff, LawfulEnforce, LawfulRequire}
+
+// ParseLawfulMode reads a lawful-basis setting by its name.
+func ParseLawfulMode(s string) (LawfulMode, error) {
+	for _, m := range LawfulModes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown lawful-basis setting %q: use off, enforce or require", s)
+}

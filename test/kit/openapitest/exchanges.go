@@ -247,6 +247,7 @@ func replicaBehind(r *runner, writer, deleter, ops, tenant string) {
 		r.expect(503, "a metadata setting while the replica is behind", true, "PUT", at+"/metadata", ops, []byte(`{"metadata":"form"}`), js...),
 		r.expect(503, "a retention setting while the replica is behind", true, "PUT", at+"/retention", ops, []byte(`{"retention":"365d"}`), js...),
 		r.expect(503, "a search setting while the replica is behind", true, "PUT", at+"/search", ops, []byte(`{"search":"off"}`), js...),
+		r.expect(503, "a lawful-basis setting while the replica is behind", true, "PUT", at+"/lawful-basis", ops, []byte(`{"lawful_basis":"off"}`), js...),
 		r.expect(503, "a key setting while the replica is behind", true, "PUT", at+"/key", ops, []byte(`{"kms_key":""}`), js...),
 		r.expect(503, "a webhook setting while the replica is behind", true, "PUT", at+"/webhook", ops, []byte(`{"url":"off"}`), js...),
 		r.expect(503, "a hold while the replica is behind", true, "PUT", at+"/holds/"+u, ops, nil),
@@ -313,6 +314,21 @@ func vcons(r *runner, writer, reader, deleter, ops, tenant string) {
 	r.expect(200, "a read sent with Content-Encoding", true, "GET", "/vcons/"+encoded, reader, nil)
 	r.expect(404, "a uuid never stored", true, "GET", "/vcons/"+ids.NewRandom().String(), reader, nil)
 
+	// GET /vcons/{uuid}/lawful-basis, and the 422 of a tenant that
+	// enforces lawful bases (docs/lawful-basis.md)
+	r.expect(200, "a lawful basis", true, "GET", "/vcons/"+u+"/lawful-basis", reader, nil)
+	r.expect(404, "the lawful basis of a uuid never stored", true, "GET", "/vcons/"+ids.NewRandom().String()+"/lawful-basis", reader, nil)
+	js := []string{"Content-Type", "application/json"}
+	lawful := "/admin/tenants/" + tenant + "/lawful-basis"
+	r.expect(200, "lawful bases enforced", true, "PUT", lawful, ops, []byte(`{"lawful_basis":"enforce"}`), js...)
+	malformed := func(uuid string) []byte {
+		return []byte(`{"vcon":"0.4.0","uuid":"` + uuid + `","parties":[],"attachments":[{"purpose":"lawful_basis","party":0,"dialog":0,"encoding":"json",
+			"body":{"lawful_basis":"because","expiration":null,"purpose_grants":[]}}]}`)
+	}
+	r.expect(422, "a malformed lawful basis", true, "POST", "/vcons", writer, malformed(ids.NewRandom().String()), ct...)
+	r.expect(422, "a new version with a malformed lawful basis", true, "PUT", "/vcons/"+u, writer, malformed(u), ct...)
+	r.expect(200, "lawful bases off", true, "PUT", lawful, ops, []byte(`{"lawful_basis":"off"}`), js...)
+
 	// GET /vcons/{uuid}/versions
 	r.expect(200, "versions", true, "GET", "/vcons/"+u+"/versions", reader, nil)
 	r.expect(404, "versions of a uuid never stored", true, "GET", "/vcons/"+ids.NewRandom().String()+"/versions", reader, nil)
@@ -368,6 +384,7 @@ func admin(r *runner, ops, tenant string) {
 		{"retention", `{"retention":"365d"}`, `{"retention":"1y"}`},
 		{"retention", `{"retention":null}`, `{"retention":7}`},
 		{"search", `{"search":"off"}`, `{"search":"all"}`},
+		{"lawful-basis", `{"lawful_basis":"off"}`, `{"lawful_basis":"strict"}`},
 		{"key", `{"kms_key":""}`, `{"key":"k"}`},
 		{"webhook", `{"url":"https://hooks.example.com/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`, `{"url":"http://192.0.2.1/hook","secret":"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="}`},
 		{"webhook", `{"url":"off"}`, `{"url":"https://hooks.example.com/hook","secret":"whsec_short"}`},

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,13 +78,21 @@ func Lifecycle(r Record) string {
 // hash is of, and what an entry bundle serves. They are exactly what
 // encoding/json writes of leafJSON; the common case, plain ASCII, is
 // written here directly (a record costs its append 1 µs less).
-func Leaf(index uint64, r Record) []byte { return leaf(index, r)[1:] }
+func Leaf(index uint64, r Record) []byte { return leaf(make([]byte, 0, 192), index, r)[1:] }
 
-// leaf is 0x00 ‖ Leaf(index, r): what the leaf hash is of, made once.
-func leaf(index uint64, r Record) []byte {
+// leafHash is the record's leaf hash, SHA-256(0x00 ‖ Leaf(index, r)), its
+// bytes made on the stack.
+func leafHash(index uint64, r Record) translog.Hash {
+	var buf [256]byte
+	return sha256.Sum256(leaf(buf[:0], index, r))
+}
+
+// leaf appends 0x00 ‖ Leaf(index, r) to b: what the leaf hash is of.
+func leaf(b []byte, index uint64, r Record) []byte {
 	t := r.Time.UTC()
 	lc := Lifecycle(r)
-	b := make([]byte, 1, 192)
+	start := len(b)
+	b = append(b, 0)
 	b = strconv.AppendUint(append(b, `{"index":`...), index, 10)
 	b = append(t.AppendFormat(append(b, `,"time":"`...), time.RFC3339Nano), '"')
 	ok := true
@@ -111,12 +118,13 @@ func leaf(index uint64, r Record) []byte {
 	if ok {
 		return b
 	}
+	b = b[:start]
 	j, err := json.Marshal(leafJSON{Index: index, Time: t.Format(time.RFC3339Nano), Tenant: r.Tenant,
 		Actor: r.Actor, Label: r.Label, Action: r.Action, Lifecycle: lc, Target: r.Target, Status: r.Status})
 	if err != nil {
 		panic(err) // strings and numbers only
 	}
-	return append([]byte{0}, j...)
+	return append(append(b, 0), j...)
 }
 
 // A logHead is a log's size and right edge, all an append needs. The
@@ -135,7 +143,7 @@ type logHead struct {
 // transaction of a restore (rawTx).
 type logTx interface {
 	queryRow(q string, args ...any) *sql.Row
-	head(log []byte) (logHead, error)
+	head(log []byte) (h logHead, own bool, err error) // own: the call's, to change in place
 	setHead(log []byte, h logHead)
 	addNodes(n nodeRow) error
 }
@@ -178,32 +186,32 @@ func flushNodes(tx *Tx, rows []nodeRow) error {
 	return nil
 }
 
-func (tx *Tx) head(log []byte) (logHead, error) {
+func (tx *Tx) head(log []byte) (logHead, bool, error) {
 	for i := range tx.heads {
 		if tx.heads[i].log == string(log) {
-			return tx.heads[i].h, nil
+			return tx.heads[i].h, true, nil
 		}
 	}
 	k := string(log)
 	if h, ok := tx.batch[k]; ok {
-		return h, nil
+		return h, false, nil
 	}
 	// Another process (the CLI beside a serving server) may have appended
 	// since: a kept head is checked against the rows once a batch, in the
 	// batch's transaction, which holds the write lock.
 	var last int64
 	if err := tx.queryRow(`SELECT coalesce(max(idx), -1) FROM log_nodes WHERE log = ?`, log).Scan(&last); err != nil {
-		return logHead{}, fmt.Errorf("catalog: read the audit log's size: %w", err)
+		return logHead{}, false, fmt.Errorf("catalog: read the audit log's size: %w", err)
 	}
 	h, ok := tx.c.heads[k]
 	if !ok || h.size != uint64(last+1) {
 		var err error
 		if h, err = readHead(tx, log); err != nil {
-			return logHead{}, err
+			return logHead{}, false, err
 		}
 	}
 	tx.batch[k] = h // read, not written: true whatever the call does
-	return h, nil
+	return h, false, nil
 }
 
 func (tx *Tx) setHead(log []byte, h logHead) {
@@ -265,17 +273,20 @@ func readNode(queryRow func(string, ...any) *sql.Row, log []byte, level int, ind
 // appendLeaf appends the record whose row id is rec to log: r is the
 // record as its row holds it. It returns the record's index.
 func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
-	h, err := tx.head(log)
+	h, own, err := tx.head(log)
 	if err != nil {
 		return 0, err
 	}
 	index := h.size
-	edge := slices.Clone(h.edge)                                // the head it came from is kept until commit
-	stored := edge.Append(index, sha256.Sum256(leaf(index, r))) // SHA-256(0x00 ‖ bytes): translog.LeafHash
-	hashes := make([]byte, 0, len(stored)*translog.HashSize)
-	for _, s := range stored {
-		hashes = append(hashes, s[:]...)
+	edge := h.edge
+	if !own {
+		// The batch's or the catalog's head, kept until commit: this
+		// call's appends go to a copy of its own (setHead), with room for
+		// the edge to grow by one.
+		edge = append(make(translog.Edge, 0, len(h.edge)+1), h.edge...)
 	}
+	// SHA-256(0x00 ‖ bytes): translog.LeafHash; at most 64 levels.
+	hashes := edge.Append(make([]byte, 0, 2*translog.HashSize), index, leafHash(index, r))
 	if err := tx.addNodes(nodeRow{log, index, rec, hashes}); err != nil {
 		return 0, err
 	}
@@ -297,11 +308,12 @@ func (t *rawTx) addNodes(n nodeRow) error {
 func (t *rawTx) queryRow(q string, args ...any) *sql.Row {
 	return t.tx.QueryRowContext(t.ctx, q, args...)
 }
-func (t *rawTx) head(log []byte) (logHead, error) {
+func (t *rawTx) head(log []byte) (logHead, bool, error) {
 	if h, ok := t.heads[string(log)]; ok {
-		return h, nil
+		return h, true, nil
 	}
-	return readHead(t, log)
+	h, err := readHead(t, log)
+	return h, true, err
 }
 func (t *rawTx) setHead(log []byte, h logHead) { t.heads[string(log)] = h }
 

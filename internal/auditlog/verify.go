@@ -91,6 +91,7 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 		roots[w.cp.Size] = translog.Hash{}
 	}
 	var edge translog.Edge
+	var scratch []byte // the stored hashes Append gives, unused here
 	var n uint64
 	var first error // the first record whose row differs from its leaf
 	err = cat.LogRows(ctx, log, func(r catalog.LogRow) error {
@@ -111,7 +112,7 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 				first = fmt.Errorf("%w: record %d (row id %d) differs from the leaf appended for it: a column of its row was changed", ErrTampered, r.Index, r.ID)
 			}
 		}
-		edge.Append(n, leaf)
+		scratch = edge.Append(scratch[:0], n, leaf)
 		n++
 		if _, ok := roots[n]; ok {
 			roots[n] = edge.Root()

@@ -51,19 +51,20 @@ var EmptyRoot = Hash(sha256.Sum256(nil))
 type Edge []Hash
 
 // Append adds the leaf at index size (the tree's size before it) and
-// returns the hashes the leaf completes: its own, then the node at each
-// level above it whose right child it ends, the stored hashes of that
-// record (docs/FORMAT.md, "Audit log tree").
-func (e *Edge) Append(size uint64, leaf Hash) []Hash {
-	stored := []Hash{leaf}
+// appends to dst the hashes the leaf completes: its own, then the node at
+// each level above it whose right child it ends, the stored hashes of
+// that record (docs/FORMAT.md, "Audit log tree"), as bytes, as the
+// catalog keeps them: one slice an append, none per hash.
+func (e *Edge) Append(dst []byte, size uint64, leaf Hash) []byte {
+	dst = append(dst, leaf[:]...)
 	h := leaf
 	for l := 0; size>>l&1 == 1; l++ {
 		h = NodeHash((*e)[len(*e)-1], h)
 		*e = (*e)[:len(*e)-1]
-		stored = append(stored, h)
+		dst = append(dst, h[:]...)
 	}
 	*e = append(*e, h)
-	return stored
+	return dst
 }
 
 // Root is the root hash of the tree whose right edge e is.

@@ -28,7 +28,7 @@ func init() {
 	var keyScopes, keyPurposes listFlag
 	var keyOperator bool
 	register(&command{
-		name: "key create", summary: "create an API key; prints {id, tenant, scopes, purposes, label, token} (the token is shown once)",
+		name: "key create", summary: "create an API key; prints {id, tenant, scopes, purposes (a bound key), label, token} (the token is shown once)",
 		flags: func(fs *flag.FlagSet) {
 			keyTenant, keyLabel, keyScopes, keyPurposes, keyOperator = "", "", nil, nil, false
 			fs.StringVar(&keyTenant, "tenant", "", "the tenant (id or name) of a tenant key")
@@ -244,10 +244,10 @@ func keyCreate(e *env, tenant string, scopes, purposes []string, label string, o
 		Tenant   *string  `json:"tenant"`
 		Operator bool     `json:"operator"`
 		Scopes   []string `json:"scopes"`
-		Purposes []string `json:"purposes"`
+		Purposes []string `json:"purposes,omitempty"` // a bound key's; key list shows [] too
 		Label    string   `json:"label"`
 		Token    string   `json:"token"`
-	}{k.ID, tenantText, operator, k.Scopes, server.KeyView(k).Purposes, label, token})
+	}{k.ID, tenantText, operator, k.Scopes, k.Purposes, label, token})
 }
 
 func keyList(e *env, tenant string) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
@@ -44,6 +45,7 @@ func TestPurposesAtTheDoor(t *testing.T) {
 	e := testenv.New(t, testenv.Options{})
 	tenant := e.Tenant("acme")
 	writer := e.NewKey(tenant, "write", "read")
+	deleter := e.NewKey(tenant, "delete")
 	cs := boundKey(t, e, tenant, "customer_service")
 	mk := boundKey(t, e, tenant, "marketing")
 	both := boundKey(t, e, tenant, "customer_service", "marketing")
@@ -85,6 +87,28 @@ func TestPurposesAtTheDoor(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 451 %s", c.path, r.Status, d, c.why)
 		}
 	}
+	// An expired basis denies; one expired less than [lawful_basis] skew
+	// (300 s by default) ago still holds.
+	expired, recent := ids.NewRandom().String(), ids.NewRandom().String()
+	soon := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	for uuid, at := range map[string]string{expired: "2020-01-02T12:00:00Z", recent: soon} {
+		b := lawfulVcon(uuid, strings.Replace(goodBasis, "2036-01-02T12:00:00Z", at, 1))
+		if r := e.Do("POST", "/vcons", writer.Token, b, "Content-Type", "application/vcon"); r.Status != 201 {
+			t.Fatalf("store: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := e.Do("GET", "/vcons/"+expired, cs.Token, nil); r.Status != 451 || !strings.Contains(string(r.Body), `"reason":"lawful_basis_expired"`) {
+		t.Errorf("expired: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do("GET", "/vcons/"+recent, cs.Token, nil); r.Status != 200 {
+		t.Errorf("expired within the skew: %d %s", r.Status, r.Body)
+	}
+	for _, u := range []string{expired, recent} {
+		if r := e.Do("DELETE", "/vcons/"+u, deleter.Token, nil); r.Status != 204 {
+			t.Fatalf("delete: %d", r.Status)
+		}
+	}
+
 	// The lawful-basis route stays readable: it is how a caller learns why.
 	if r := e.Do("GET", "/vcons/"+u+"/lawful-basis", mk.Token, nil); r.Status != 200 {
 		t.Errorf("lawful-basis with the marketing key: %d", r.Status)

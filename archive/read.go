@@ -17,6 +17,14 @@ import (
 // them authenticated; a damaged version fails with an error wrapping
 // ErrDamaged part way, so callers that stream it must abort the answer.
 func (a *Archive) Open(ctx context.Context, tenant, uuid ids.ID) (catalog.Version, io.ReadCloser, error) {
+	return a.OpenIf(ctx, tenant, uuid, nil)
+}
+
+// OpenIf is Open, with allow deciding on the current version's row before
+// any byte is read: its error, returned as it is with the version, stops
+// the read (a purpose's lawful basis, server/purpose.go). A nil allow
+// allows all.
+func (a *Archive) OpenIf(ctx context.Context, tenant, uuid ids.ID, allow func(catalog.Version) error) (catalog.Version, io.ReadCloser, error) {
 	// The location is resolved in a short read, never held across I/O; a
 	// version packed or moved meanwhile is looked up again (invariant 7).
 	for attempt := 0; ; attempt++ {
@@ -26,6 +34,11 @@ func (a *Archive) Open(ctx context.Context, tenant, uuid ids.ID) (catalog.Versio
 		}
 		if err != nil {
 			return v, nil, err
+		}
+		if allow != nil {
+			if err := allow(v); err != nil {
+				return v, nil, err
+			}
 		}
 		rc, err := a.OpenVersion(ctx, v)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {

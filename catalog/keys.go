@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // Scopes a tenant key may hold: audit reads the tenant's audit log as a
@@ -49,6 +51,13 @@ type Key struct {
 	Label     string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// Purposes are what a tenant key's reads are for (docs/lawful-basis.md),
+	// sorted; none for a key bound to no purpose.
+	Purposes []string
+	// LawfulMode is the tenant's lawful-basis mode as KeyByToken read it,
+	// in the same statement, so that a request learns it without a query
+	// of its own; "" from every other read of a key.
+	LawfulMode vocab.LawfulMode
 }
 
 // Operator reports whether k is an operator key.
@@ -67,8 +76,13 @@ func HashToken(token string) []byte {
 }
 
 // CreateKey makes a key and returns it with its token, which is shown once.
-// An operator key with no scopes holds every operator scope.
-func (tx *Tx) CreateKey(tenant *ids.ID, scopes []string, label string) (Key, string, error) {
+// An operator key with no scopes holds every operator scope. purposes
+// bind a tenant key (CheckPurposes); an operator key has none.
+func (tx *Tx) CreateKey(tenant *ids.ID, scopes, purposes []string, label string) (Key, string, error) {
+	purposes, err := CheckPurposes(tenant, purposes)
+	if err != nil {
+		return Key{}, "", err
+	}
 	var idb [8]byte
 	var secret [32]byte
 	if _, err := rand.Read(idb[:]); err != nil {
@@ -77,14 +91,18 @@ func (tx *Tx) CreateKey(tenant *ids.ID, scopes []string, label string) (Key, str
 	if _, err := rand.Read(secret[:]); err != nil {
 		return Key{}, "", err
 	}
-	k := Key{ID: hex.EncodeToString(idb[:]), Tenant: tenant, Scopes: keyScopes(tenant, scopes), Label: label, CreatedAt: tx.now}
+	k := Key{ID: hex.EncodeToString(idb[:]), Tenant: tenant, Scopes: keyScopes(tenant, scopes), Label: label, CreatedAt: tx.now, Purposes: purposes}
 	token := tokenPrefix + k.ID + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	var tb any
 	if tenant != nil {
 		tb = tenant[:]
 	}
-	_, err := tx.exec(`INSERT INTO keys(id, tenant, scopes, label, token_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.ID, tb, strings.Join(scopes, ","), label, HashToken(token), nanos(tx.now))
+	var pb any
+	if len(purposes) > 0 {
+		pb = strings.Join(purposes, " ")
+	}
+	_, err = tx.exec(`INSERT INTO keys(id, tenant, scopes, label, token_hash, created_at, purposes) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, tb, strings.Join(scopes, ","), label, HashToken(token), nanos(tx.now), pb)
 	if err != nil {
 		return Key{}, "", fmt.Errorf("catalog: create key: %w", err)
 	}
@@ -115,15 +133,42 @@ func keyScopes(tenant *ids.ID, scopes []string) []string {
 	return scopes
 }
 
-const keyCols = `id, tenant, scopes, label, created_at, revoked_at`
+// MaxKeyPurposes bounds the purposes a key is bound to, as the draft
+// bounds an attachment's grants.
+const MaxKeyPurposes = 100
 
-func scanKey(r row) (Key, error) {
+// CheckPurposes returns purposes sorted, once each, or says why a key
+// cannot be bound to them: each is a vocabulary word
+// (lawfulbasis.ValidPurpose), and only a tenant key reads for a purpose.
+func CheckPurposes(tenant *ids.ID, purposes []string) ([]string, error) {
+	if len(purposes) == 0 {
+		return nil, nil
+	}
+	if tenant == nil {
+		return nil, errors.New("an operator key reads no vCon, so it has no purpose: give --purpose to a tenant key")
+	}
+	for _, p := range purposes {
+		if !lawfulbasis.ValidPurpose(p) {
+			return nil, fmt.Errorf("purpose %q is not 1 to %d characters of a-z, 0-9 and _: name it as the vCons' purpose_grants do", p, lawfulbasis.MaxPurposeLen)
+		}
+	}
+	out := slices.Compact(slices.Sorted(slices.Values(purposes)))
+	if len(out) > MaxKeyPurposes {
+		return nil, fmt.Errorf("a key has at most %d purposes, not %d", MaxKeyPurposes, len(out))
+	}
+	return out, nil
+}
+
+const keyCols = `id, tenant, scopes, label, created_at, revoked_at, purposes`
+
+func scanKey(r row, extra ...any) (Key, error) {
 	var k Key
 	var tenant []byte
 	var scopes string
 	var created int64
 	var revoked sql.NullInt64
-	if err := r.Scan(&k.ID, &tenant, &scopes, &k.Label, &created, &revoked); err != nil {
+	var purposes sql.NullString
+	if err := r.Scan(append([]any{&k.ID, &tenant, &scopes, &k.Label, &created, &revoked, &purposes}, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return k, ErrNotFound
 		}
@@ -141,6 +186,7 @@ func scanKey(r row) (Key, error) {
 	k.Scopes = keyScopes(k.Tenant, list)
 	k.CreatedAt = fromNanos(created)
 	k.RevokedAt = nullTime(revoked)
+	k.Purposes = strings.Fields(purposes.String)
 	return k, nil
 }
 
@@ -151,7 +197,12 @@ func (c *Catalog) KeyByToken(ctx context.Context, token string) (Key, error) {
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return Key{}, ErrNotFound
 	}
-	k, err := scanKey(c.queryRow(ctx, `SELECT `+keyCols+` FROM keys WHERE token_hash = ?`, HashToken(token)))
+	// The tenant's lawful-basis mode comes with the key, by its primary
+	// key: a read learns whether to decide without a query of its own.
+	var mode sql.NullString
+	k, err := scanKey(c.queryRow(ctx, `SELECT `+keyCols+`, (SELECT t.lawful_basis FROM tenants t WHERE t.id = keys.tenant)
+		FROM keys WHERE token_hash = ?`, HashToken(token)), &mode)
+	k.LawfulMode = vocab.LawfulMode(mode.String)
 	if err != nil {
 		return k, err
 	}
@@ -169,12 +220,17 @@ func (c *Catalog) Keys(ctx context.Context, tenant *ids.ID) ([]Key, error) {
 		q = `SELECT ` + keyCols + ` FROM keys WHERE tenant = ? ORDER BY created_at, id`
 		args = append(args, tenant[:])
 	}
-	return queryAll(ctx, c.db, "keys", scanKey, q, args...)
+	return queryAll(ctx, c.db, "keys", func(r row) (Key, error) { return scanKey(r) }, q, args...)
 }
 
 // NewKey creates a key, recorded in the admin log and, for a tenant key,
 // in the tenant's log. The token is returned once and kept nowhere.
 func (c *Catalog) NewKey(ctx context.Context, tenant *ids.ID, scopes []string, label string, by Actor) (Key, string, error) {
+	return c.NewBoundKey(ctx, tenant, scopes, nil, label, by)
+}
+
+// NewBoundKey is NewKey for a key bound to purposes (CheckPurposes).
+func (c *Catalog) NewBoundKey(ctx context.Context, tenant *ids.ID, scopes, purposes []string, label string, by Actor) (Key, string, error) {
 	var k Key
 	var token string
 	err := c.Update(ctx, func(tx *Tx) error {
@@ -184,7 +240,7 @@ func (c *Catalog) NewKey(ctx context.Context, tenant *ids.ID, scopes []string, l
 			}
 		}
 		var err error
-		if k, token, err = tx.CreateKey(tenant, scopes, label); err != nil {
+		if k, token, err = tx.CreateKey(tenant, scopes, purposes, label); err != nil {
 			return err
 		}
 		return tx.record(by, tenant, "key_create", "key", k.ID)

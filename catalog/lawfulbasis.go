@@ -92,3 +92,38 @@ func (c *Catalog) LawfulModeOf(ctx context.Context, id ids.ID) (vocab.LawfulMode
 	}
 	return m, err
 }
+
+// CurrentLawful returns the lawful basis of the current version of each
+// of a tenant's vCons in uuids, by uuid, in one read of their rows: a
+// listing or a search withholds what a purpose may not see. A uuid with
+// no current version is left out.
+func (c *Catalog) CurrentLawful(ctx context.Context, tenant ids.ID, uuids []ids.ID) (map[ids.ID]lawfulbasis.Summary, error) {
+	out := make(map[ids.ID]lawfulbasis.Summary, len(uuids))
+	if len(uuids) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(uuids)+1)
+	args = append(args, tenant[:])
+	for _, u := range uuids {
+		args = append(args, u[:])
+	}
+	err := eachRow(ctx, c.db, "lawful bases", func(r row) error {
+		var u []byte
+		var basis, granted, refused sql.NullString
+		var expires sql.NullInt64
+		if err := r.Scan(&u, &basis, &expires, &granted, &refused); err != nil {
+			return err
+		}
+		var id ids.ID
+		copy(id[:], u)
+		out[id] = lawfulbasis.Summary{Basis: basis.String, Expires: nullTime(expires),
+			Granted: strings.Fields(granted.String), Refused: strings.Fields(refused.String)}
+		return nil
+	}, `SELECT c.uuid, v.lawful_basis, v.lawful_expires, v.purposes_granted, v.purposes_refused
+		FROM vcons c JOIN versions v ON v.id = c.current
+		WHERE c.tenant = ? AND v.purge = 0 AND c.uuid IN (?`+strings.Repeat(",?", len(uuids)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -374,4 +374,11 @@ ALTER TABLE versions ADD COLUMN purposes_granted TEXT;
 ALTER TABLE versions ADD COLUMN purposes_refused TEXT;
 ALTER TABLE tenants ADD COLUMN lawful_basis TEXT NOT NULL DEFAULT 'off';
 `,
+
+	// 16: a tenant key's purposes (docs/lawful-basis.md, "Purposes at the
+	// door"): a space-separated list of vocabulary words; NULL for a key
+	// bound to none, as every key made before is.
+	`
+ALTER TABLE keys ADD COLUMN purposes TEXT;
+`,
 }

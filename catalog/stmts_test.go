@@ -34,7 +34,7 @@ func TestPreparedReadsSeeOtherWriters(t *testing.T) {
 		if tn, err = tx.CreateTenant("acme"); err != nil {
 			return err
 		}
-		key, token, err = tx.CreateKey(&tn.ID, []string{"read"}, "reader")
+		key, token, err = tx.CreateKey(&tn.ID, []string{"read"}, nil, "reader")
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -64,23 +65,26 @@ type Version struct {
 	// read into a Version.
 	BodyMAC []byte
 	// Lawful is what the version's lawful-basis attachments say
-	// (catalog/lawfulbasis.go): written by InsertVersion, read by
-	// LawfulBasisOf.
+	// (catalog/lawfulbasis.go): written by InsertVersion, read with every
+	// version, so that a read decides on the row it already reads.
 	Lawful lawfulbasis.Summary
 }
 
 const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.content_encoding, v.form, v.size, v.sealed_size,
 	v.wrapped_key, v.hidden_at, v.purge, v.location, v.pack_file, v.pack_offset, v.pack_length,
-	(SELECT p.object_key FROM pack_files p WHERE p.id = v.pack_file)`
+	(SELECT p.object_key FROM pack_files p WHERE p.id = v.pack_file),
+	v.lawful_basis, v.lawful_expires, v.purposes_granted, v.purposes_refused`
 
 func scanVersion(r row, extra ...any) (Version, error) {
 	var v Version
 	var id, tenant, uuid, pack []byte
 	var stored int64
 	var hidden, off, length sql.NullInt64
-	var packKey sql.NullString
+	var packKey, basis, granted, refused sql.NullString
+	var expires sql.NullInt64
 	dest := append([]any{&id, &tenant, &uuid, &stored, &v.ContentType, &v.ContentEncoding, &v.Form, &v.Size, &v.SealedSize,
-		&v.WrappedKey, &hidden, &v.Purge, &v.Location, &pack, &off, &length, &packKey}, extra...)
+		&v.WrappedKey, &hidden, &v.Purge, &v.Location, &pack, &off, &length, &packKey,
+		&basis, &expires, &granted, &refused}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return v, ErrNotFound
@@ -98,6 +102,8 @@ func scanVersion(r row, extra ...any) (Version, error) {
 		v.PackFile = &p
 	}
 	v.PackOffset, v.PackLength, v.PackKey = off.Int64, length.Int64, packKey.String
+	v.Lawful = lawfulbasis.Summary{Basis: basis.String, Expires: nullTime(expires),
+		Granted: strings.Fields(granted.String), Refused: strings.Fields(refused.String)}
 	return v, nil
 }
 

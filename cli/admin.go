@@ -25,19 +25,20 @@ func init() {
 	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
 
 	var keyTenant, keyLabel string
-	var keyScopes listFlag
+	var keyScopes, keyPurposes listFlag
 	var keyOperator bool
 	register(&command{
-		name: "key create", summary: "create an API key; prints {id, tenant, scopes, label, token} (the token is shown once)",
+		name: "key create", summary: "create an API key; prints {id, tenant, scopes, purposes (a bound key), label, token} (the token is shown once)",
 		flags: func(fs *flag.FlagSet) {
-			keyTenant, keyLabel, keyScopes, keyOperator = "", "", nil, false
+			keyTenant, keyLabel, keyScopes, keyPurposes, keyOperator = "", "", nil, nil, false
 			fs.StringVar(&keyTenant, "tenant", "", "the tenant (id or name) of a tenant key")
 			fs.Var(&keyScopes, "scope", "a scope: write, read or delete for a tenant key; metrics, tenants, holds, webhooks or log for an operator key, which holds them all without (repeat for more)")
+			fs.Var(&keyPurposes, "purpose", "a purpose the tenant key reads for, a word of a-z, 0-9 and _ as vCons' purpose_grants name it (repeat for more; docs/lawful-basis.md)")
 			fs.StringVar(&keyLabel, "label", "", "a label saying whose key it is (required)")
 			fs.BoolVar(&keyOperator, "operator", false, "an operator key, for the admin API of every tenant and /metrics")
 		},
 		run: func(e *env, fs *flag.FlagSet, args []string) error {
-			return keyCreate(e, keyTenant, keyScopes, keyLabel, keyOperator)
+			return keyCreate(e, keyTenant, keyScopes, keyPurposes, keyLabel, keyOperator)
 		},
 	})
 	var listTenant string
@@ -184,7 +185,7 @@ func tenantSetRetention(e *env, _ *flag.FlagSet, args []string) error {
 	})
 }
 
-func keyCreate(e *env, tenant string, scopes []string, label string, operator bool) error {
+func keyCreate(e *env, tenant string, scopes, purposes []string, label string, operator bool) error {
 	valid := catalog.Scopes
 	if operator {
 		valid = catalog.OperatorScopes
@@ -198,6 +199,14 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 		return errors.New("key create needs --tenant T and at least one --scope, or --operator")
 	case !operator && len(scopes) == 0:
 		return fmt.Errorf("key create needs at least one --scope: %s", strings.Join(catalog.Scopes, ", "))
+	}
+	// Checked before the catalog is opened, as the scopes are.
+	purposes, err := catalog.CheckPurposes(&ids.ID{}, purposes)
+	if err != nil {
+		return err
+	}
+	if operator && len(purposes) > 0 {
+		return errors.New("an --operator key reads no vCon, so it has no --purpose: give it to a tenant key")
 	}
 	var clean []string
 	for _, s := range scopes {
@@ -221,7 +230,7 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 		}
 		tid = &t.ID
 	}
-	k, token, err := cat.NewKey(e.ctx, tid, clean, label, catalog.CLI)
+	k, token, err := cat.NewBoundKey(e.ctx, tid, clean, purposes, label, catalog.CLI)
 	if err != nil {
 		return err
 	}
@@ -235,9 +244,10 @@ func keyCreate(e *env, tenant string, scopes []string, label string, operator bo
 		Tenant   *string  `json:"tenant"`
 		Operator bool     `json:"operator"`
 		Scopes   []string `json:"scopes"`
+		Purposes []string `json:"purposes,omitempty"` // a bound key's; key list shows [] too
 		Label    string   `json:"label"`
 		Token    string   `json:"token"`
-	}{k.ID, tenantText, operator, k.Scopes, label, token})
+	}{k.ID, tenantText, operator, k.Scopes, k.Purposes, label, token})
 }
 
 func keyList(e *env, tenant string) error {

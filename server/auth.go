@@ -83,6 +83,15 @@ func (s *Server) tenantRoute(scope, action string, h func(http.ResponseWriter, *
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
+		if decidedRoute(action) && enforces(k) {
+			p, status, msg := resolvePurpose(k, r)
+			if status != 0 {
+				s.audit(r, k, action, r.PathValue("uuid"), status)
+				writeError(w, status, msg)
+				return
+			}
+			r = withPurpose(r, &purposeNote{purpose: p})
+		}
 		var status int
 		var done bool
 		target := r.PathValue("uuid")
@@ -220,7 +229,7 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 	if !changes(action, status) {
 		write = s.Cat.NoteAudit
 	}
-	err := write(context.WithoutCancel(r.Context()), *k.Tenant, catalog.Record{Actor: actor(k), Label: k.Label, Action: action, Target: target, Status: status})
+	err := write(context.WithoutCancel(r.Context()), *k.Tenant, catalog.Record{Actor: actor(k), Label: k.Label, Action: purposeAction(action, r), Target: target, Status: status})
 	if err != nil {
 		s.Log.Error("audit record failed", "error", err.Error())
 		return false

@@ -36,6 +36,9 @@ type Server struct {
 	Webhooks webhook.Rules
 	// Logs publishes the audit logs (server/auditlog.go); nil answers 503.
 	Logs *auditlog.Logs
+	// LawfulSkew is how long a lawful basis holds past its expiration
+	// ([lawful_basis] skew, server/purpose.go).
+	LawfulSkew time.Duration
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.

@@ -110,7 +110,11 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 	if err != nil {
 		return s.fail(w, r, http.StatusNotFound, "no such vCon"), ""
 	}
-	v, body, err := s.Archive.Open(r.Context(), *k.Tenant, uuid)
+	v, body, err := s.Archive.OpenIf(r.Context(), *k.Tenant, uuid, func(v catalog.Version) error { return s.decide(r, v.Lawful) })
+	var denied *deniedError
+	if errors.As(err, &denied) {
+		return unavailable(w, denied), uuid.String()
+	}
 	if err != nil {
 		return s.failErr(w, r, err), uuid.String()
 	}
@@ -158,6 +162,18 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key)
 	vs, err := s.Archive.Versions(r.Context(), *k.Tenant, uuid)
 	if err != nil {
 		return s.failErr(w, r, err), uuid.String()
+	}
+	// Decided on the current version, from the rows just read; a vCon
+	// with none current (deleted, its versions kept) has no basis.
+	var cur catalog.Version
+	for _, v := range vs {
+		if v.Current {
+			cur = v
+		}
+	}
+	var denied *deniedError
+	if errors.As(s.decide(r, cur.Lawful), &denied) {
+		return unavailable(w, denied), uuid.String()
 	}
 	out := make([]versionJSON, 0, len(vs))
 	for _, v := range vs {
@@ -212,7 +228,15 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, k catalog.Key) (in
 		return s.failErr(w, r, err), ""
 	}
 	uuids, next := page(got, limit)
-	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next})
+	uuids, withheld, decided, err := s.withhold(r, *k.Tenant, uuids)
+	if err != nil {
+		return s.failErr(w, r, err), ""
+	}
+	answer := map[string]any{"uuids": uuids, "next": next}
+	if decided {
+		answer["withheld"] = withheld
+	}
+	writeJSON(w, http.StatusOK, answer)
 	return http.StatusOK, ""
 }
 
@@ -319,6 +343,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 		return s.failErr(w, r, err), target
 	}
 	uuids, next := page(got, limit)
+	uuids, withheld, decided, err := s.withhold(r, *k.Tenant, uuids)
+	if err != nil {
+		return s.failErr(w, r, err), target
+	}
 	state, err := s.Cat.SearchBacklog(r.Context())
 	if err != nil {
 		return s.failErr(w, r, err), target
@@ -327,6 +355,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, k catalog.Key, f
 	for _, st := range state {
 		complete = complete && st.Tenant != t.ID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"uuids": uuids, "next": next, "complete": complete})
+	answer := map[string]any{"uuids": uuids, "next": next, "complete": complete}
+	if decided {
+		answer["withheld"] = withheld
+	}
+	writeJSON(w, http.StatusOK, answer)
 	return http.StatusOK, target
 }

@@ -54,6 +54,7 @@ type KeyJSON struct {
 	Tenant    *string  `json:"tenant"` // null for an operator key
 	Operator  bool     `json:"operator"`
 	Scopes    []string `json:"scopes"`
+	Purposes  []string `json:"purposes"` // [] for a key bound to none
 	Label     string   `json:"label"`
 	CreatedAt string   `json:"created_at"`
 	RevokedAt *string  `json:"revoked_at"`
@@ -74,6 +75,6 @@ func KeyView(k catalog.Key) KeyJSON {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	return KeyJSON{ID: k.ID, Tenant: tenant, Operator: k.Operator(), Scopes: scopes, Label: k.Label,
+	return KeyJSON{ID: k.ID, Tenant: tenant, Operator: k.Operator(), Scopes: scopes, Purposes: append([]string{}, k.Purposes...), Label: k.Label,
 		CreatedAt: k.CreatedAt.Format(time.RFC3339Nano), RevokedAt: revoked}
 }

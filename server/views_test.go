@@ -32,10 +32,10 @@ func TestViews(t *testing.T) {
 		{server.TenantView(catalog.Tenant{ID: id, Name: "x", Metadata: vocab.LevelNone, CreatedAt: at2, Search: vocab.SearchOff}),
 			`{"id":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","name":"x","metadata":"none","retention":null,"search":"off","lawful_basis":"off","created_at":"2026-11-06T00:00:00+01:00"}`},
 		{server.TenantViews(nil), `[]`},
-		{server.KeyView(catalog.Key{ID: "k1", Tenant: &id, Scopes: []string{"read", "write"}, Label: "rec<1>", CreatedAt: at}),
-			`{"id":"k1","tenant":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","operator":false,"scopes":["read","write"],"label":"rec\u003c1\u003e","created_at":"2026-11-05T01:02:03.4005006Z","revoked_at":null}`},
+		{server.KeyView(catalog.Key{ID: "k1", Tenant: &id, Scopes: []string{"read", "write"}, Purposes: []string{"analytics", "customer_service"}, Label: "rec<1>", CreatedAt: at}),
+			`{"id":"k1","tenant":"018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5","operator":false,"scopes":["read","write"],"purposes":["analytics","customer_service"],"label":"rec\u003c1\u003e","created_at":"2026-11-05T01:02:03.4005006Z","revoked_at":null}`},
 		{server.KeyView(catalog.Key{ID: "k2", Label: "ops", CreatedAt: at, RevokedAt: &at2}),
-			`{"id":"k2","tenant":null,"operator":true,"scopes":[],"label":"ops","created_at":"2026-11-05T01:02:03.4005006Z","revoked_at":"2026-11-06T00:00:00+01:00"}`},
+			`{"id":"k2","tenant":null,"operator":true,"scopes":[],"purposes":[],"label":"ops","created_at":"2026-11-05T01:02:03.4005006Z","revoked_at":"2026-11-06T00:00:00+01:00"}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

@@ -109,6 +109,9 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	if raw.AuditLog.CopyInterval != nil {
 		c.AuditLog.CopyInterval = b.seconds("audit_log.copy_interval", raw.AuditLog.CopyInterval, false)
 	}
+	if raw.LawfulBasis.Skew != nil {
+		c.LawfulBasis.Skew = b.seconds("lawful_basis.skew", raw.LawfulBasis.Skew, true)
+	}
 	if raw.AuditLog.Name != nil {
 		c.AuditLog.Name = b.str("audit_log.name", raw.AuditLog.Name)
 		if b.err == nil && (c.AuditLog.Name == "" || strings.ContainsAny(c.AuditLog.Name, " \t\n+") || strings.HasSuffix(c.AuditLog.Name, "/")) {

@@ -33,6 +33,7 @@ type Config struct {
 	Replica     *Replica // nil when [replica] is absent: the catalog is the only copy of the keys
 	Webhooks    Webhooks
 	AuditLog    AuditLog
+	LawfulBasis LawfulBasis
 	KMS         *KMS // nil when [kms] is absent: master_key is the raw key
 }
 
@@ -52,6 +53,13 @@ type Replica struct {
 type AuditLog struct {
 	Name         string
 	CopyInterval time.Duration
+}
+
+// LawfulBasis tunes how a lawful basis is applied (docs/lawful-basis.md):
+// Skew is how long after its expiration a basis still holds, for the
+// clocks of whoever wrote it (the draft's "a few minutes").
+type LawfulBasis struct {
+	Skew time.Duration // whole seconds
 }
 
 type TLS struct {
@@ -115,9 +123,10 @@ func Default() *Config {
 			Default:       30 * 24 * time.Hour,
 			PurgeInterval: 60 * time.Second,
 		},
-		Storage:  Storage{Objects: "dir"},
-		Log:      Log{Level: "info"},
-		AuditLog: AuditLog{CopyInterval: time.Minute},
+		Storage:     Storage{Objects: "dir"},
+		Log:         Log{Level: "info"},
+		AuditLog:    AuditLog{CopyInterval: time.Minute},
+		LawfulBasis: LawfulBasis{Skew: 300 * time.Second},
 	}
 }
 

@@ -55,6 +55,9 @@ allow_versioning = true
 
 [log]
 level = "info"           # never a tenant, a uuid, an object key or vCon content
+
+[lawful_basis]
+skew = 120               # seconds a basis holds past its expiration
 `
 
 const path = "/etc/vcon-server/vcon-server.toml"
@@ -94,8 +97,9 @@ func TestFullExample(t *testing.T) {
 			CAFile:              "/etc/vcon-server/export-ca.pem",
 			AllowVersioning:     true,
 		}},
-		Log:      Log{Level: "info"},
-		AuditLog: AuditLog{CopyInterval: time.Minute},
+		Log:         Log{Level: "info"},
+		AuditLog:    AuditLog{CopyInterval: time.Minute},
+		LawfulBasis: LawfulBasis{Skew: 120 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -231,6 +235,9 @@ func TestRefusals(t *testing.T) {
 		{s3Table + "[storage.parquet]\npack_interval = -5\n", "configuration: storage.parquet.pack_interval must be more than 0"},
 		{s3Table + "[storage.parquet]\npack_interval = \"5m\"\n", `configuration: storage.parquet.pack_interval must be a whole number of seconds, not "5m"`},
 		{s3Table + "[storage.parquet]\npack_interval = 1.5\n", `configuration: storage.parquet.pack_interval must be a whole number of seconds, not 1.5`},
+		{"[lawful_basis]\nskew = \"5m\"\n", `configuration: lawful_basis.skew must be a whole number of seconds, not "5m"`},
+		{"[lawful_basis]\nskew = -1\n", `configuration: lawful_basis.skew must be 0 or more, not -1`},
+		{"lawful_basis = 300\n", `configuration: lawful_basis must be a table, not 300`},
 		{s3Table + "[storage.parquet]\nreader_grace = -1\n", "configuration: storage.parquet.reader_grace must be 0 or more, not -1"},
 		{s3Table + "[storage.parquet]\npack_limit = \"16MB\"\n", `configuration: storage.parquet.pack_limit must be a whole number of bytes, or of KiB, MiB or GiB (powers of 1024), such as "64MiB", not "16MB"`},
 

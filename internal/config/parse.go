@@ -58,6 +58,9 @@ type rawConfig struct {
 		Name         any `toml:"name"`
 		CopyInterval any `toml:"copy_interval"`
 	} `toml:"audit_log"`
+	LawfulBasis struct {
+		Skew any `toml:"skew"`
+	} `toml:"lawful_basis"`
 	KMS rawKMS `toml:"kms"`
 }
 
@@ -82,7 +85,7 @@ type rawS3 struct {
 // tables are the keys that must hold a table.
 var tables = [][]string{
 	{"tls"}, {"retention"}, {"storage"}, {"storage", "s3"}, {"storage", "parquet"},
-	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"},
+	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"}, {"lawful_basis"},
 	{"kms"}, {"kms", "vault"}, {"kms", "awskms"}, {"kms", "command"},
 }
 

@@ -170,6 +170,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	}
 
 	vcons(r, writer, reader, deleter, ops, tenant)
+	purposes(r, e, writer, ops, tenant)
 	admin(r, ops, tenant)
 	erasures(r, writer, deleter, ops, tenant)
 	auditLogs(r, auditor, ops)

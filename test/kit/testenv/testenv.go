@@ -75,6 +75,8 @@ type Key struct {
 	ID     string `json:"id"`
 	Tenant string `json:"tenant"`
 	Token  string `json:"token"`
+	// Purposes are what the key reads for (key create --purpose).
+	Purposes []string `json:"purposes"`
 }
 
 // New makes a data directory with init and starts a server on it.

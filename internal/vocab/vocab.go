@@ -29,13 +29,19 @@ const (
 var SearchModes = []SearchMode{SearchOff, SearchParties, SearchPartiesSubject}
 
 // ParseSearchMode reads a search setting by its name.
-func ParseSearchMode(s string) (SearchMode, error) {
-	for _, m := range SearchModes {
+func ParseSearchMode(s string) (SearchMode, error) { return parse("search setting", SearchModes, s) }
+
+// parse finds the setting named s among modes, or says which there are.
+func parse[M ~string](what string, modes []M, s string) (M, error) {
+	names := make([]string, len(modes))
+	for i, m := range modes {
 		if string(m) == s {
 			return m, nil
 		}
+		names[i] = string(m)
 	}
-	return "", fmt.Errorf("unknown search setting %q: use off, parties or parties+subject", s)
+	last := len(names) - 1
+	return "", fmt.Errorf("unknown %s %q: use %s or %s", what, s, strings.Join(names[:last], ", "), names[last])
 }
 
 // Form is the form a version was stored in (docs/api.md, "Store"); the
@@ -104,10 +110,5 @@ var LawfulModes = []LawfulMode{LawfulOff, LawfulEnforce, LawfulRequire}
 
 // ParseLawfulMode reads a lawful-basis setting by its name.
 func ParseLawfulMode(s string) (LawfulMode, error) {
-	for _, m := range LawfulModes {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("unknown lawful-basis setting %q: use off, enforce or require", s)
+	return parse("lawful-basis setting", LawfulModes, s)
 }

@@ -21,4 +21,10 @@ func TestParseVocabulary(t *testing.T) {
 	if _, err := ParseSearchMode("on"); err == nil || err.Error() != `unknown search setting "on": use off, parties or parties+subject` {
 		t.Errorf("ParseSearchMode(on): %v", err)
 	}
+	if m, err := ParseLawfulMode("require"); m != LawfulRequire || err != nil {
+		t.Errorf("ParseLawfulMode(require) = %q, %v", m, err)
+	}
+	if _, err := ParseLawfulMode("on"); err == nil || err.Error() != `unknown lawful-basis setting "on": use off, enforce or require` {
+		t.Errorf("ParseLawfulMode(on): %v", err)
+	}
 }

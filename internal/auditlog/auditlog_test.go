@@ -250,3 +250,19 @@ func TestPokeSignsAtOnce(t *testing.T) {
 	}
 	t.Fatal("a poke did not sign the new records")
 }
+
+// TestVerifyEmptyCheckpoint: a checkpoint of no records (signed while the
+// replica held none yet) is the empty tree's, which every log extends.
+func TestVerifyEmptyCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	cat, logs, tn := setup(t, 0)
+	log := catalog.LogID(tn.ID)
+	empty, size, err := logs.Checkpoint(ctx, log)
+	if err != nil || size != 0 {
+		t.Fatalf("checkpoint of no records: %d %v", size, err)
+	}
+	appendRecords(t, cat, tn, 3)
+	if _, err := auditlog.Verify(ctx, cat, name, log, []auditlog.Saved{{Name: "empty.txt", Note: empty}}); err != nil {
+		t.Fatalf("a log of 3 records against the empty checkpoint: %v", err)
+	}
+}

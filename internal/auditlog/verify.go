@@ -88,7 +88,9 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	}
 	roots := map[uint64]translog.Hash{0: translog.EmptyRoot}
 	for _, w := range wants {
-		roots[w.cp.Size] = translog.Hash{}
+		if w.cp.Size > 0 { // the empty tree's root is known; a checkpoint of none is signed while the replica holds no record yet
+			roots[w.cp.Size] = translog.Hash{}
+		}
 	}
 	var edge translog.Edge
 	var scratch []byte // the stored hashes Append gives, unused here

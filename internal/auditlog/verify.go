@@ -52,32 +52,14 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	} else if len(saved) > 0 {
 		return rep, errors.New("auditlog: the catalog holds no log signing key, so no checkpoint can be of its logs: start the server once (serve makes it), or give the catalog the checkpoints were signed for")
 	}
-	type want struct {
-		what string
-		cp   translog.Checkpoint
-	}
 	var wants []want
-	size, note, err := cat.LogCheckpoint(ctx, log)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-	case err != nil:
+	cp, err := newestCheckpoint(ctx, cat, log, rep.Origin, pub)
+	if err != nil {
 		return rep, err
-	default:
-		if !bytes.HasPrefix(note, []byte(rep.Origin+"\n")) {
-			return rep, fmt.Errorf("auditlog: the newest checkpoint in the catalog names the log otherwise than %s: after a change of [audit_log] name, start the server once, which signs the log again under its name", rep.Origin)
-		}
-		if pub == nil {
-			return rep, fmt.Errorf("%w: the catalog holds a checkpoint of the log but no log signing key to verify it with: the key's row was deleted", ErrTampered)
-		}
-		cp, err := translog.Open(note, rep.Origin, pub)
-		if err != nil {
-			return rep, fmt.Errorf("%w: the newest checkpoint in the catalog does not verify: %w", ErrTampered, err)
-		}
-		if cp.Size != size {
-			return rep, fmt.Errorf("%w: the newest checkpoint is recorded over %d records but signs %d", ErrTampered, size, cp.Size)
-		}
+	}
+	if cp != nil {
 		rep.Signed = cp.Size
-		wants = append(wants, want{"the newest checkpoint", cp})
+		wants = append(wants, want{"the newest checkpoint", *cp})
 	}
 	for _, s := range saved {
 		cp, err := translog.Open(s.Note, rep.Origin, pub)
@@ -105,14 +87,7 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 		}
 		leaf := translog.LeafHash(r.Leaf)
 		if first == nil {
-			switch {
-			case !r.HasStored:
-				first = fmt.Errorf("%w: record %d (row id %d) has no leaf in the tree: it was added outside vcon-server", ErrTampered, r.Index, r.ID)
-			case r.StoredID != r.ID:
-				first = fmt.Errorf("%w: record %d is row id %d, but the tree appended it for row id %d: a record before it was deleted, or rows were moved", ErrTampered, r.Index, r.ID, r.StoredID)
-			case leaf != r.Stored:
-				first = fmt.Errorf("%w: record %d (row id %d) differs from the leaf appended for it: a column of its row was changed", ErrTampered, r.Index, r.ID)
-			}
+			first = rowDiffers(r, leaf)
 		}
 		scratch = edge.Append(scratch[:0], n, leaf)
 		n++
@@ -138,4 +113,50 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	}
 	rep.Saved = len(saved)
 	return rep, nil
+}
+
+type want struct {
+	what string
+	cp   translog.Checkpoint
+}
+
+// newestCheckpoint is the catalog's newest checkpoint of log, verified
+// under pub and against the size recorded beside it; nil when none was
+// signed yet.
+func newestCheckpoint(ctx context.Context, cat *catalog.Catalog, log []byte, origin string, pub ed25519.PublicKey) (*translog.Checkpoint, error) {
+	size, note, err := cat.LogCheckpoint(ctx, log)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(note, []byte(origin+"\n")) {
+		return nil, fmt.Errorf("auditlog: the newest checkpoint in the catalog names the log otherwise than %s: after a change of [audit_log] name, start the server once, which signs the log again under its name", origin)
+	}
+	if pub == nil {
+		return nil, fmt.Errorf("%w: the catalog holds a checkpoint of the log but no log signing key to verify it with: the key's row was deleted", ErrTampered)
+	}
+	cp, err := translog.Open(note, origin, pub)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the newest checkpoint in the catalog does not verify: %w", ErrTampered, err)
+	}
+	if cp.Size != size {
+		return nil, fmt.Errorf("%w: the newest checkpoint is recorded over %d records but signs %d", ErrTampered, size, cp.Size)
+	}
+	return &cp, nil
+}
+
+// rowDiffers says how row r differs from the leaf the tree appended for
+// it, or nil when it does not.
+func rowDiffers(r catalog.LogRow, leaf translog.Hash) error {
+	switch {
+	case !r.HasStored:
+		return fmt.Errorf("%w: record %d (row id %d) has no leaf in the tree: it was added outside vcon-server", ErrTampered, r.Index, r.ID)
+	case r.StoredID != r.ID:
+		return fmt.Errorf("%w: record %d is row id %d, but the tree appended it for row id %d: a record before it was deleted, or rows were moved", ErrTampered, r.Index, r.ID, r.StoredID)
+	case leaf != r.Stored:
+		return fmt.Errorf("%w: record %d (row id %d) differs from the leaf appended for it: a column of its row was changed", ErrTampered, r.Index, r.ID)
+	}
+	return nil
 }

@@ -115,6 +115,7 @@ func Verify(ctx context.Context, cat *catalog.Catalog, name string, log []byte, 
 	return rep, nil
 }
 
+// A want is a checkpoint the rows must hash to, named for the report.
 type want struct {
 	what string
 	cp   translog.Checkpoint

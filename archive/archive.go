@@ -37,8 +37,11 @@ type Config struct {
 	KeyCache         time.Duration
 	MaxSize          int64
 	DefaultRetention time.Duration
-	Log              *slog.Logger
-	Now              func() time.Time
+	// LawfulSkew is how long a lawful basis holds past its expiration
+	// ([lawful_basis] skew): the sweep erases a vCon once it is past.
+	LawfulSkew time.Duration
+	Log        *slog.Logger
+	Now        func() time.Time
 	// Purged, when set, is told how many data keys each purge destroyed
 	// (a DELETE with retention 0d, or the sweep): the server's metrics.
 	Purged func(n int)

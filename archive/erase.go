@@ -31,6 +31,9 @@ type EraseRequest struct {
 	Value        string   // tel, mailto, name
 	UUIDs        []ids.ID // uuids
 	Actor, Label string   // the key that asked, for the audit log
+	// ExpiredBefore, when set, makes it an erasure at expiry
+	// (EraseExpired): the vCons whose lawful basis expired before it.
+	ExpiredBefore *time.Time
 }
 
 var (
@@ -66,8 +69,11 @@ func (e *ErasePending) Unwrap() error { return e.Err }
 // Past the first transaction an error is an *ErasePending.
 func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, error) {
 	cr := catalog.EraseRequest{ID: ids.NewV7(a.now()), Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label,
-		UUIDs: r.UUIDs, Limit: MaxErasure}
-	if r.Kind == "uuids" {
+		UUIDs: r.UUIDs, Limit: MaxErasure, ExpiredBefore: r.ExpiredBefore}
+	switch {
+	case r.ExpiredBefore != nil:
+		// The first transaction chooses them (catalog.Tx.BeginErasure).
+	case r.Kind == "uuids":
 		if len(r.UUIDs) > MaxErasure {
 			return catalog.Erasure{}, &catalog.TooManyError{Matched: len(r.UUIDs), Limit: MaxErasure}
 		}
@@ -78,7 +84,7 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 			return catalog.Erasure{}, err
 		}
 		cr.UUIDs, cr.NotFound = known, len(r.UUIDs)-len(known)
-	} else {
+	default:
 		tk, err := a.TenantKey(ctx, r.Tenant)
 		if err != nil {
 			return catalog.Erasure{}, err
@@ -242,8 +248,16 @@ func (a *Archive) erasePending(ctx context.Context, id ids.ID, err error) error 
 // that it overrode the retention; never the filter's value.
 func eraseRecord(e catalog.Erasure) catalog.Record {
 	return catalog.Record{Actor: e.Actor, Label: e.Label, Action: "erase", Status: 200,
-		Target: fmt.Sprintf("erasure=%s filter=%s vcons=%d versions=%d held=%d not_found=%d unsearchable=%d retention=overridden",
-			e.ID, e.Kind, e.Totals.Vcons, e.Totals.Versions, e.Totals.Held, e.NotFound, e.Unsearchable)}
+		Target: fmt.Sprintf("erasure=%s filter=%s vcons=%d versions=%d held=%d not_found=%d unsearchable=%d retention=overridden%s",
+			e.ID, e.Kind, e.Totals.Vcons, e.Totals.Versions, e.Totals.Held, e.NotFound, e.Unsearchable, reasonField(e.Reason))}
+}
+
+// reasonField is " reason=R" for an erasure the server made on its own.
+func reasonField(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " reason=" + reason
 }
 
 // ErasedPageSize is how many uuids (erased and held together) one answer
@@ -273,7 +287,7 @@ func (a *Archive) erasedAll(ctx context.Context, id ids.ID) ([]catalog.Erased, e
 func Receipt(e catalog.Erasure, items []catalog.Erased, done time.Time) receipt.Payload {
 	p := receipt.Payload{Erasure: e.ID.String(), Tenant: e.Tenant.String(), Filter: e.Kind,
 		RequestedAt: e.RequestedAt.UTC().Format(time.RFC3339Nano), DoneAt: done.UTC().Format(time.RFC3339Nano),
-		NotFound: e.NotFound, Unsearchable: e.Unsearchable}
+		NotFound: e.NotFound, Unsearchable: e.Unsearchable, Reason: e.Reason}
 	erased, held := Lists(items)
 	if len(erased)+len(held) > receipt.MaxListed {
 		d := receipt.ListsDigest(erased, held)

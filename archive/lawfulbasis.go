@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon"
@@ -48,4 +49,26 @@ func (a *Archive) lawfulRefusal(ctx context.Context, tenant ids.ID, m *vcon.Meta
 		return &LawfulBasisRefused{Mode: mode, Reason: "the vCon is " + string(m.Form) + " and its lawful basis cannot be read; send it unsigned or signed, with a lawful_basis attachment (draft-howe-vcon-lawful-basis); nothing was stored"}
 	}
 	return &LawfulBasisRefused{Mode: mode, Reason: `the vCon has no attachment with purpose "lawful_basis" (draft-howe-vcon-lawful-basis); add one; nothing was stored`}
+}
+
+// EraseExpired erases, a tenant at a time, the vCons whose current
+// lawful basis expired more than LawfulSkew ago, under a tenant that
+// enforces (docs/lawful-basis.md, "Expiry"): as POST /erasures erases
+// uuids, key first, then bytes, with a receipt whose reason is
+// lawful_basis_expired. A held vCon waits for its release. One erasure
+// a tenant takes up to MaxErasure vCons; the next sweep takes more.
+func (a *Archive) EraseExpired(ctx context.Context) error {
+	before := a.now().Add(-a.LawfulSkew)
+	tenants, err := a.Cat.ExpiredTenants(ctx, before)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range tenants {
+		_, err := a.Erase(ctx, EraseRequest{Tenant: t, Kind: "uuids", Actor: "server", Label: "lawful_basis", ExpiredBefore: &before})
+		if err != nil && !errors.Is(err, catalog.ErrNothingExpired) {
+			errs = append(errs, wrapf("erase at a lawful basis's expiry", err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -397,6 +397,11 @@ func (a *Archive) Sweep(ctx context.Context) (int, error) {
 		}
 		after = next
 	}
+	// The sweep is the clock of lawful bases (docs/lawful-basis.md,
+	// "Expiry").
+	if err := a.EraseExpired(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	// An erasure whose purges a crash or a failure cut off is recorded
 	// done, with its receipt, once they are (docs/erasure.md).
 	if err := a.FinishErasures(ctx); err != nil {

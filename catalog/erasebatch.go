@@ -32,7 +32,14 @@ const EraseBatch = 250
 // yet: the batches do that (EraseBatch).
 func (tx *Tx) BeginErasure(r EraseRequest) (Erasure, error) {
 	e := Erasure{ID: r.ID, Tenant: r.Tenant, Kind: r.Kind, Actor: r.Actor, Label: r.Label, RequestedAt: tx.now, Unsearchable: r.Unsearchable}
-	matched, err := tx.eraseMatches(r)
+	var matched map[ids.ID][]ids.ID
+	var err error
+	if r.ExpiredBefore != nil {
+		e.Reason = ReasonLawfulExpired
+		matched, err = tx.expiredMatches(r)
+	} else {
+		matched, err = tx.eraseMatches(r)
+	}
 	if err != nil {
 		return e, err
 	}
@@ -41,8 +48,8 @@ func (tx *Tx) BeginErasure(r EraseRequest) (Erasure, error) {
 		uuids = append(uuids, u)
 	}
 	slices.SortFunc(uuids, func(a, b ids.ID) int { return bytes.Compare(a[:], b[:]) })
-	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable, not_found) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable, r.NotFound); err != nil {
+	if _, err := tx.exec(`INSERT INTO erasures(id, tenant, kind, actor, label, requested_at, unsearchable, not_found, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID[:], e.Tenant[:], e.Kind, e.Actor, e.Label, nanos(e.RequestedAt), e.Unsearchable, r.NotFound, nullString(e.Reason)); err != nil {
 		return e, err
 	}
 	e.NotFound = r.NotFound

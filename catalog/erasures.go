@@ -53,6 +53,9 @@ type Erasure struct {
 	Digest       string // of its lists, in its receipt when they hold more than 100 entries (ListsDigest)
 	Totals       ErasedTotals
 	Running      bool // batches of it are still to take
+	// Reason is why the server erased on its own: ReasonLawfulExpired;
+	// "" for an erasure a request asked for.
+	Reason string
 	// AuditIndex is the index of its record (action erase) in the
 	// tenant's audit log once done; nil for one finished before the
 	// logs kept it.
@@ -87,6 +90,10 @@ type EraseRequest struct {
 	// NotFound counts the uuids named that the tenant held nothing of,
 	// read before the transaction (Known), and left out of UUIDs.
 	NotFound int
+	// ExpiredBefore, when set, makes it an erasure at expiry: it takes
+	// the tenant's vCons whose lawful basis expired before it
+	// (expiredMatches), not UUIDs.
+	ExpiredBefore *time.Time
 }
 
 // eraseOne takes what an erasure takes of one vCon: all of it when
@@ -202,19 +209,19 @@ func (c *Catalog) Erasure(ctx context.Context, tenant, id ids.ID) (Erasure, erro
 	e := Erasure{ID: id, Tenant: tenant}
 	var req int64
 	var done sql.NullInt64
-	var errText, receipt, digest sql.NullString
+	var errText, receipt, digest, reason sql.NullString
 	var index sql.NullInt64
 	err := c.db.QueryRowContext(ctx, `SELECT kind, actor, label, requested_at, unsearchable, done_at, error, receipt, not_found, digest,
-			EXISTS (SELECT 1 FROM erase_todo WHERE erasure = erasures.id), audit_index
+			EXISTS (SELECT 1 FROM erase_todo WHERE erasure = erasures.id), audit_index, reason
 		FROM erasures WHERE id = ? AND tenant = ?`, id[:], tenant[:]).Scan(&e.Kind, &e.Actor, &e.Label, &req, &e.Unsearchable, &done, &errText, &receipt,
-		&e.NotFound, &digest, &e.Running, &index)
+		&e.NotFound, &digest, &e.Running, &index, &reason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrNotFound
 	}
 	if err != nil {
 		return e, fmt.Errorf("catalog: read erasure: %w", err)
 	}
-	e.RequestedAt, e.DoneAt, e.Error, e.Receipt, e.Digest = fromNanos(req), nullTime(done), errText.String, receipt.String, digest.String
+	e.RequestedAt, e.DoneAt, e.Error, e.Receipt, e.Digest, e.Reason = fromNanos(req), nullTime(done), errText.String, receipt.String, digest.String, reason.String
 	if index.Valid {
 		i := uint64(index.Int64)
 		e.AuditIndex = &i

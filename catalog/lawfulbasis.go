@@ -127,3 +127,89 @@ func (c *Catalog) CurrentLawful(ctx context.Context, tenant ids.ID, uuids []ids.
 	}
 	return out, nil
 }
+
+// Erasure at expiry (docs/lawful-basis.md, "Expiry"; docs/FORMAT.md,
+// "Lawful basis"): the sweep erases, under a tenant that enforces, the
+// vCons whose current version's basis expired, as an erasure by uuids
+// whose reason is ReasonLawfulExpired.
+
+// ReasonLawfulExpired is the reason of an erasure at expiry, the word a
+// read denied for an expired basis answers.
+const ReasonLawfulExpired = lawfulbasis.WhyExpired
+
+// ErrNothingExpired is BeginErasure's answer at expiry when no vCon of
+// the tenant is due any more: nothing was recorded.
+var ErrNothingExpired = errors.New("catalog: no vCon of the tenant has an expired lawful basis")
+
+// qExpired reads a tenant's vCons whose current version's basis expired
+// before a time, none held, in expiry order: a range of
+// versions_lawful_expires, which holds kept versions only, each looked up
+// in vcons by its key. qExpiredTenants asks it of each tenant that
+// enforces and is not deleting; qNextExpiry reads the first of the range
+// whatever the time.
+const (
+	qExpired = `SELECT v.uuid, v.id FROM versions v INDEXED BY versions_lawful_expires
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.tenant = ? AND v.lawful_expires IS NOT NULL AND v.lawful_expires < ? AND v.purge = 0
+	  AND c.current = v.id AND c.held = 0
+	ORDER BY v.lawful_expires LIMIT ?`
+	qExpiredTenants = `SELECT id FROM tenants
+	WHERE lawful_basis <> 'off' AND NOT EXISTS (SELECT 1 FROM tenant_deletions d WHERE d.tenant = tenants.id)
+	  AND EXISTS (SELECT 1 FROM versions v INDEXED BY versions_lawful_expires
+		CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+		WHERE v.tenant = tenants.id AND v.lawful_expires IS NOT NULL AND v.lawful_expires < ? AND v.purge = 0
+		  AND c.current = v.id AND c.held = 0 LIMIT 1)
+	ORDER BY id`
+	qNextExpiry = `SELECT v.lawful_expires FROM versions v INDEXED BY versions_lawful_expires
+	CROSS JOIN vcons c ON c.tenant = v.tenant AND c.uuid = v.uuid
+	WHERE v.tenant = ? AND v.lawful_expires IS NOT NULL AND v.purge = 0 AND c.current = v.id AND c.held = 0
+	ORDER BY v.lawful_expires LIMIT 1`
+)
+
+// ExpiredTenants lists the tenants, in id order, that enforce (mode
+// enforce or require), are not deleting, and hold a vCon whose current
+// version's basis expired before `before` and is not held.
+func (c *Catalog) ExpiredTenants(ctx context.Context, before time.Time) ([]ids.ID, error) {
+	return queryAll(ctx, c.db, "expired lawful bases", scanID, qExpiredTenants, nanos(before))
+}
+
+// NextLawfulExpiry is the earliest expiration of a tenant's current
+// versions not held, whatever its mode; nil when none expires.
+func (c *Catalog) NextLawfulExpiry(ctx context.Context, tenant ids.ID) (*time.Time, error) {
+	var n sql.NullInt64
+	err := c.queryRow(ctx, qNextExpiry, tenant[:]).Scan(&n)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("catalog: read the next lawful-basis expiry: %w", err)
+	}
+	return nullTime(n), nil
+}
+
+// expiredMatches is what an erasure at expiry takes, chosen in its first
+// transaction so that a version stored since the sweep looked counts: up
+// to r.Limit vCons, each whole. It writes each one's vcon.expired event
+// (its uuid, the version whose basis expired), which so commits with the
+// erasure that takes it, ahead of the vCon's vcon.deleted.
+func (tx *Tx) expiredMatches(r EraseRequest) (map[ids.ID][]ids.ID, error) {
+	type due struct{ uuid, version []byte }
+	var dues []due
+	err := eachRow(tx.ctx, tx.tx, "expired lawful bases", func(rw row) error {
+		var d due
+		err := rw.Scan(&d.uuid, &d.version)
+		dues = append(dues, d)
+		return err
+	}, qExpired, r.Tenant[:], nanos(*r.ExpiredBefore), r.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(dues) == 0 {
+		return nil, ErrNothingExpired
+	}
+	matched := make(map[ids.ID][]ids.ID, len(dues))
+	for _, d := range dues {
+		matched[ids.ID(d.uuid)] = nil
+		if _, err := tx.exec(eventInsert("?", "?", `'`+EventExpired+`'`)+`?`, d.uuid, d.version, r.Tenant[:]); err != nil {
+			return nil, err
+		}
+	}
+	return matched, nil
+}

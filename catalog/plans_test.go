@@ -83,6 +83,12 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH erase_todo USING INDEX sqlite_autoindex_erase_todo_1 (erasure=?)"},
 		{"qDueEvents", qDueEvents, []any{f.mid[:], tenantsEnd, nanos(f.now), 4, 64},
 			"SEARCH w USING PRIMARY KEY (tenant>? AND tenant<?)"},
+		{"qExpired", qExpired, []any{t, nanos(f.now), 250},
+			"SEARCH v USING INDEX versions_lawful_expires (tenant=? AND lawful_expires>? AND lawful_expires<?)"},
+		{"qExpiredTenants", qExpiredTenants, []any{nanos(f.now)},
+			"SCAN tenants"},
+		{"qNextExpiry", qNextExpiry, []any{t},
+			"SEARCH v USING INDEX versions_lawful_expires (tenant=? AND lawful_expires>?)"},
 		// Lookups that no index dropped by migration 10 may turn into a
 		// scan: the store's, and those of the rows it wrote.
 		{"qReplay", qReplay, []any{t, f.midUUID[:], []byte("mac"), "application/vcon", ""},

@@ -381,4 +381,13 @@ ALTER TABLE tenants ADD COLUMN lawful_basis TEXT NOT NULL DEFAULT 'off';
 	`
 ALTER TABLE keys ADD COLUMN purposes TEXT;
 `,
+
+	// 17: erasure at a lawful basis's expiry (docs/lawful-basis.md,
+	// "Expiry"): an erasure's reason (NULL for one a request asked for,
+	// lawful_basis_expired for one the sweep made), and the index the
+	// sweep finds expired versions by, a tenant's at a time.
+	`
+ALTER TABLE erasures ADD COLUMN reason TEXT;
+CREATE INDEX versions_lawful_expires ON versions (tenant, lawful_expires) WHERE lawful_expires IS NOT NULL AND purge = 0;
+`,
 }

@@ -25,6 +25,9 @@ const (
 	EventDeleted  = "vcon.deleted"
 	EventPurged   = "vcon.purged"
 	EventErased   = "erasure.completed"
+	// EventExpired is a vCon whose lawful basis expired, written as the
+	// erasure that takes it starts (docs/lawful-basis.md, "Expiry").
+	EventExpired = "vcon.expired"
 	// EventCheckpoint is a new signed checkpoint of the tenant's audit
 	// log (docs/audit-log.md, "Witnesses"): its row holds the tenant id
 	// in uuid, so a log's checkpoints go out in order, and the size in

@@ -80,6 +80,10 @@ func verifyReceipt(e *env, file, jwks string) error {
 	if d := p.Digest; d != nil { // the lists' digest stands for them
 		vcons, versions, held = d.Erased, d.Versions, d.Held
 	}
-	return e.emit(map[string]any{"valid": true, "kid": kid, "erasure": p.Erasure, "tenant": p.Tenant, "filter": p.Filter,
-		"requested_at": p.RequestedAt, "done_at": p.DoneAt, "vcons": vcons, "versions": versions, "held": held, "not_found": p.NotFound})
+	out := map[string]any{"valid": true, "kid": kid, "erasure": p.Erasure, "tenant": p.Tenant, "filter": p.Filter,
+		"requested_at": p.RequestedAt, "done_at": p.DoneAt, "vcons": vcons, "versions": versions, "held": held, "not_found": p.NotFound}
+	if p.Reason != "" { // an erasure the server made on its own
+		out["reason"] = p.Reason
+	}
+	return e.emit(out)
 }

@@ -153,7 +153,7 @@ func openArchive(ctx context.Context, cfg *config.Config, mk *seal.MasterKey, ca
 	}
 	c := archive.Config{
 		Cat: cat, Objects: objects, Loc: loc, Key: mk,
-		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default,
+		MaxSize: cfg.MaxVconSize, DefaultRetention: cfg.Retention.Default, LawfulSkew: cfg.LawfulBasis.Skew,
 		Log: p.log, Now: p.now, Purged: p.purged, DataDir: cfg.DataDir,
 	}
 	if p.replica != nil {

@@ -129,6 +129,7 @@ type erasureJSON struct {
 	Held         []string        `json:"held"`
 	NotFound     int             `json:"not_found"`
 	Unsearchable int             `json:"unsearchable"`
+	Reason       string          `json:"reason,omitempty"` // lawful_basis_expired for an erasure at expiry
 	Digest       *receipt.Digest `json:"digest,omitempty"`
 	Next         *string         `json:"next"`
 	Receipt      *string         `json:"receipt"`
@@ -152,7 +153,7 @@ func (s *Server) erasureView(ctx context.Context, e catalog.Erasure, after *ids.
 	}
 	erased, held := archive.Lists(page)
 	j := erasureJSON{Erasure: e.ID.String(), State: "pending", Erased: erased, Held: held, NotFound: e.NotFound,
-		Unsearchable: e.Unsearchable, Error: e.Error}
+		Unsearchable: e.Unsearchable, Reason: e.Reason, Error: e.Error}
 	if more {
 		next := "/erasures/" + e.ID.String() + "?after=" + page[len(page)-1].UUID.String()
 		j.Next = &next

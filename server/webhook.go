@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/vcon-server/vcon-server/archive"
 	"github.com/vcon-server/vcon-server/catalog"
@@ -82,6 +83,10 @@ type TenantShownJSON struct {
 	TenantJSON
 	Webhook *TenantWebhookJSON     `json:"webhook"`
 	Key     archive.TenantKeyState `json:"key"`
+	// NextExpiry is the earliest expiration of the lawful basis of a
+	// current version not held (docs/lawful-basis.md, "Expiry"); null
+	// when none expires.
+	NextExpiry *string `json:"next_expiry"`
 }
 
 // TenantShown reads t's webhook and returns t as one tenant is shown,
@@ -92,6 +97,14 @@ func TenantShown(ctx context.Context, keys *archive.Archive, t catalog.Tenant, r
 	var err error
 	if v.Key, err = keys.KeyState(ctx, t.ID); err != nil {
 		return v, err
+	}
+	next, err := cat.NextLawfulExpiry(ctx, t.ID)
+	if err != nil {
+		return v, err
+	}
+	if next != nil {
+		s := next.UTC().Format(time.RFC3339Nano)
+		v.NextExpiry = &s
 	}
 	w, err := cat.Webhook(ctx, t.ID)
 	switch {

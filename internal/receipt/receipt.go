@@ -33,6 +33,9 @@ type Payload struct {
 	Digest       *Digest  `json:"digest,omitempty"`
 	NotFound     int      `json:"not_found"`
 	Unsearchable int      `json:"unsearchable"`
+	// Reason is why the server erased on its own (lawful_basis_expired);
+	// absent from the receipt of an erasure a request asked for.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Item is one vCon an erasure took: versions erased, and whether nothing

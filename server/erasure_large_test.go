@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -84,7 +85,9 @@ func TestErasureLarge(t *testing.T) {
 	pages := []string{"/erasures/" + first.Erasure}
 	for i := 0; i < len(pages); i++ {
 		r := e.Do("GET", pages[i], del.Token, nil)
-		if again := e.Do("GET", pages[i], del.Token, nil); r.Status != 200 || string(again.Body) != string(r.Body) {
+		// A checkpoint may cover the erase record between the two: its
+		// proof is then in the second answer only.
+		if again := e.Do("GET", pages[i], del.Token, nil); r.Status != 200 || !bytes.Equal(apitest.WithoutProof(t, again.Body), apitest.WithoutProof(t, r.Body)) {
 			t.Fatalf("GET %s: %d, and again not the same", pages[i], r.Status)
 		}
 		var a largeAnswer

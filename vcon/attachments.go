@@ -13,9 +13,6 @@ import (
 // after the body). Any other attachment's bytes are dropped at its end,
 // so memory holds one attachment's worth at most, whatever the vCon.
 
-// lawfulPurpose is the attachment purpose the draft registers.
-const lawfulPurpose = "lawful_basis"
-
 func (d *doc) readAttachments(s *scanner) error {
 	d.lawful, d.lawfulErr = nil, nil
 	n := 0
@@ -28,19 +25,25 @@ func (d *doc) readAttachments(s *scanner) error {
 			return s.skip()
 		}
 		s.startRecord(lawfulbasis.MaxAttachmentSize)
-		var purpose value
+		var purpose, typ value
 		var seen uint32
 		err = s.object(func(key []byte) error {
-			d.once(&seen, attachmentMembers, key, func() string { return fmt.Sprintf("attachments[%d].purpose", i) })
-			if string(key) != "purpose" {
-				return s.skip()
-			}
+			d.once(&seen, attachmentMembers, key, func() string { return fmt.Sprintf("attachments[%d].%s", i, key) })
 			var err error
-			purpose, err = capture(s, maxShort)
+			switch string(key) {
+			case "purpose":
+				purpose, err = capture(s, maxShort)
+			case "type":
+				typ, err = capture(s, maxShort)
+			default:
+				err = s.skip()
+			}
 			return err
 		})
 		raw, whole := s.stopRecord()
-		if err != nil || purpose.kind != '"' || purpose.s != lawfulPurpose || d.lawfulErr != nil {
+		lawful := purpose.kind == '"' && purpose.s == lawfulbasis.Purpose ||
+			!purpose.present() && typ.kind == '"' && lawfulbasis.IsLegacy(typ.s)
+		if err != nil || !lawful || d.lawfulErr != nil {
 			return err
 		}
 		if n++; n > lawfulbasis.MaxAttachments {

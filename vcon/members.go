@@ -15,7 +15,7 @@ var (
 	topMembers        = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected", "attachments"}
 	partyMembers      = []string{"tel", "mailto", "name"}
 	signatureMembers  = []string{"header"}
-	attachmentMembers = []string{"purpose"}
+	attachmentMembers = []string{"purpose", "type"}
 	uuidMember        = []string{"uuid"} // of signatures[i].header and of unprotected
 )
 

@@ -74,7 +74,8 @@ func errorf(format string, args ...any) error {
 }
 
 // Parse reads one attachment object, b as it was sent, whose purpose is
-// "lawful_basis". It returns an *Error naming the first rule b breaks.
+// "lawful_basis", or which has no purpose and whose type is (IsLegacy).
+// It returns an *Error naming the first rule b breaks.
 func Parse(b []byte) (Attachment, error) {
 	if len(b) > MaxAttachmentSize {
 		return Attachment{}, errorf("the attachment is over %d KiB; a lawful basis needs far less", MaxAttachmentSize>>10)
@@ -91,10 +92,7 @@ func Parse(b []byte) (Attachment, error) {
 	if enc, _ := att.get("encoding"); enc != "json" {
 		return a, errorf(`encoding must be "json"`)
 	}
-	if a.Party, err = index(att, "party"); err != nil {
-		return a, err
-	}
-	if a.Dialog, err = indexes(att, "dialog"); err != nil {
+	if err := a.readIndexes(att); err != nil {
 		return a, err
 	}
 	if _, err := optionalTime(att, "start", "start"); err != nil {
@@ -108,6 +106,31 @@ func Parse(b []byte) (Attachment, error) {
 		return a, err
 	}
 	return a, checkHash(body)
+}
+
+// IsLegacy reports whether an attachment without a purpose is a lawful
+// basis by its type: the member's name before vCon 0.4, which vcon-lib's
+// lawful-basis helper still writes, with neither party nor dialog.
+func IsLegacy(typ string) bool { return typ == Purpose }
+
+// Purpose is the attachment purpose the draft registers.
+const Purpose = "lawful_basis"
+
+// readIndexes reads party and dialog. A legacy attachment (IsLegacy)
+// that has none applies to no specific party or dialog: the draft's 0.
+func (a *Attachment) readIndexes(att *object) error {
+	_, hasPurpose := att.get("purpose")
+	var err error
+	if _, ok := att.get("party"); ok || hasPurpose {
+		if a.Party, err = index(att, "party"); err != nil {
+			return err
+		}
+	}
+	a.Dialog = []int{0}
+	if _, ok := att.get("dialog"); ok || hasPurpose {
+		a.Dialog, err = indexes(att, "dialog")
+	}
+	return err
 }
 
 // bodyOf is the body as an object. The draft carries it per the vCon's

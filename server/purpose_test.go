@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +182,35 @@ func TestPurposesAtTheDoor(t *testing.T) {
 	e.Stop()
 	if out, errOut, code := e.TryCLI("audit", "verify", "--tenant", "acme"); code != 0 {
 		t.Errorf("audit verify: exit %d %s%s", code, out, errOut)
+	}
+}
+
+// TestVconLibPurposes: over real TLS, under enforce, a vCon of the shape
+// vcon-lib's lawful-basis helper writes (test/testdata/vcons) is stored
+// and decided as any other: a recording key reads it byte for byte, a
+// marketing key is refused by its grant, a training key finds no grant.
+func TestVconLibPurposes(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	tenant := e.Tenant("acme")
+	writer := e.NewKey(tenant, "write")
+	e.CLI("tenant", "set-lawful-basis", "acme", "enforce")
+	body, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "test", "testdata", "vcons", "vcon-lib-lawful-basis.vcon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Do("POST", "/vcons", writer.Token, body, "Content-Type", "application/vcon"); r.Status != 201 {
+		t.Fatalf("store: %d %s", r.Status, r.Body)
+	}
+	const u = "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41"
+	if r := e.Do("GET", "/vcons/"+u, boundKey(t, e, tenant, "recording").Token, nil); r.Status != 200 || !bytes.Equal(r.Body, body) {
+		t.Errorf("recording read: %d, %d bytes of %d", r.Status, len(r.Body), len(body))
+	}
+	for purpose, why := range map[string]string{"marketing": "purpose_refused", "training": "no_grant_for_purpose"} {
+		r := e.Do("GET", "/vcons/"+u, boundKey(t, e, tenant, purpose).Token, nil)
+		var d denial
+		r.JSON(t, &d)
+		if r.Status != 451 || d.Purpose != purpose || d.Reason != why {
+			t.Errorf("%s read: %d %s, want 451 %s", purpose, r.Status, r.Body, why)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -123,46 +125,46 @@ func TestLawfulBasisDuplicates(t *testing.T) {
 	}
 }
 
-// vconLibVcon is a vCon of the shape vcon-lib's Vcon.build_new and its
-// lawful-basis helper (LawfulBasisExtension.create_lawful_basis_attachment,
-// added with add_attachment) write: a vCon without a "vcon" member, times
-// as Python's isoformat writes them (+00:00, microseconds), and the
-// attachment named by its pre-0.4 "type", with neither party, dialog nor
-// start.
-func vconLibVcon(basis, expiration string) string {
-	return `{"uuid": "` + lbUUID + `", "created_at": "2026-05-01T09:00:00.123456+00:00", "redacted": {}, "group": [],
-	 "parties": [{"tel": "+15555550100", "name": "Alice"}], "dialog": [], "analysis": [],
-	 "attachments": [{"type": "lawful_basis", "encoding": "json", "body": {"lawful_basis": "` + basis + `",
-	   "expiration": ` + expiration + `, "purpose_grants": [
-	   {"purpose": "recording", "granted": true, "granted_at": "2026-05-01T09:00:00.123456+00:00"},
-	   {"purpose": "analysis", "granted": true, "granted_at": "2026-05-01T09:00:00+00:00", "conditions": ["anonymized_data_only"]},
-	   {"purpose": "marketing", "granted": false, "granted_at": "2026-05-01T09:00:00+00:00"}]}}]}`
-}
-
-// TestLawfulBasisVconLib: a vcon-lib vCon's lawful basis is read: its
-// grants and refusals, its expiry or none, and a basis outside the draft's
-// six is malformed as in any other attachment. A "type" beside a purpose
-// is only a type: the purpose decides.
+// TestLawfulBasisVconLib: test/testdata/vcons/vcon-lib-lawful-basis.vcon
+// has the shape vcon-lib's Vcon.build_new and its lawful-basis helper
+// (LawfulBasisExtension.create_lawful_basis_attachment, added with
+// add_attachment) write: no "vcon" member, times as Python's isoformat
+// writes them (+00:00, microseconds), and the attachment named by its
+// pre-0.4 "type", with neither party, dialog nor start. Its basis is read:
+// grants and refusals, the expiry or none; a basis outside the draft's six
+// is malformed as in any attachment; a "type" beside a purpose is only a
+// type.
 func TestLawfulBasisVconLib(t *testing.T) {
-	m, err := inspectBytes(t, []byte(vconLibVcon("consent", `"2027-05-01T09:00:00+00:00"`)), false)
+	b, err := os.ReadFile(filepath.Join(projectDir, "vcon-lib-lawful-basis.vcon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := string(b)
+	m, err := inspectBytes(t, b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lb := m.LawfulBasis
-	if m.LawfulBasisErr != nil || lb.Basis != "consent" || lb.Expires == nil || !lb.Expires.Equal(time.Date(2027, 5, 1, 9, 0, 0, 0, time.UTC)) ||
+	if m.LawfulBasisErr != nil || lb.Basis != "consent" || lb.Expires == nil || !lb.Expires.Equal(time.Date(2036, 5, 1, 9, 0, 0, 0, time.UTC)) ||
 		fmt.Sprint(lb.Granted, lb.Refused) != "[analysis recording] [marketing]" {
 		t.Errorf("vcon-lib's attachment: %+v %v", lb, m.LawfulBasisErr)
 	}
-	m, _ = inspectBytes(t, []byte(vconLibVcon("legitimate_interests", "null")), false)
-	if m.LawfulBasisErr != nil || m.LawfulBasis.Basis != "legitimate_interests" || m.LawfulBasis.Expires != nil {
+	variant := func(old, new string) *Meta {
+		t.Helper()
+		m, err := inspectBytes(t, []byte(strings.Replace(lib, old, new, 1)), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := variant(`"expiration": "2036-05-01T09:00:00+00:00"`, `"expiration": null`); m.LawfulBasisErr != nil || m.LawfulBasis.Expires != nil {
 		t.Errorf("no expiration: %+v %v", m.LawfulBasis, m.LawfulBasisErr)
 	}
-	m, _ = inspectBytes(t, []byte(vconLibVcon("because", "null")), false)
-	if m.LawfulBasis.Basis != lawfulbasis.Malformed || m.LawfulBasisErr == nil || !strings.Contains(m.LawfulBasisErr.Error(), "attachments[0]: body.lawful_basis must be one of") {
+	if m := variant(`"consent"`, `"because"`); m.LawfulBasis.Basis != lawfulbasis.Malformed || m.LawfulBasisErr == nil ||
+		!strings.Contains(m.LawfulBasisErr.Error(), "attachments[0]: body.lawful_basis must be one of") {
 		t.Errorf("a basis outside the six: %+v %v", m.LawfulBasis, m.LawfulBasisErr)
 	}
-	other := strings.Replace(vconLibVcon("consent", "null"), `"type": "lawful_basis"`, `"type": "lawful_basis", "purpose": "notes"`, 1)
-	if m, _ = inspectBytes(t, []byte(other), false); m.LawfulBasis.Basis != lawfulbasis.None {
+	if m := variant(`"type": "lawful_basis"`, `"type": "lawful_basis", "purpose": "notes"`); m.LawfulBasis.Basis != lawfulbasis.None {
 		t.Errorf("purpose notes, type lawful_basis: %+v", m.LawfulBasis)
 	}
 }

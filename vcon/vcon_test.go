@@ -212,6 +212,8 @@ func TestProjectVCons(t *testing.T) {
 	signedGz := u001
 	signedGz.Form = vocab.FormSigned
 	encrypted := Meta{Form: vocab.FormEncrypted, UUID: "018f6b31-0a77-7b20-8c4d-2e61f0a9b3c5", PartyCount: CountUnknown, DialogCount: CountUnknown}
+	vconLib := Meta{Form: vocab.FormUnsigned, UUID: "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41", CreatedAt: tm("2026-05-01T09:00:00.123456+00:00"),
+		Parties: []Party{{Tel: "+15555550100", Name: "Alice"}}, PartyCount: 1} // its basis: TestLawfulBasisVconLib
 
 	valid := map[string]Meta{
 		"unsigned-0.4.0.vcon":         u040,
@@ -219,6 +221,7 @@ func TestProjectVCons(t *testing.T) {
 		"signed.vcon":                 signed,
 		"signed-gzip-payload.vcon":    signedGz,
 		"encrypted.vcon":              encrypted,
+		"vcon-lib-lawful-basis.vcon":  vconLib,
 		"unsigned-0.4.0.vcon.gz":      u040,
 		"unsigned-0.0.1.vcon.gz":      u001,
 		"signed.vcon.gz":              signed,

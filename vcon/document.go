@@ -31,13 +31,20 @@ type doc struct {
 	partyCount, dialogCount                 int
 
 	headerUUID      value // the first signatures[i].header.uuid present
-	headerIndex     int   // its i
+	headerIndex     int   // its i; -1 for the flattened form's header.uuid
+	flatUUID        value // the flattened form's header.uuid
 	unprotectedUUID value
 
 	payload    *doc  // a signed vCon's payload, read; nil when it could not be
 	payloadErr error // why it could not
 
 	dup string // the first member read twice in one object, by its path
+
+	critical []string // the extensions critical names (MaxCritical at most)
+
+	// The flattened JWS form's one signature (docs/signatures.md).
+	flat       Signature
+	hasFlatSig bool
 
 	lawful    []lawfulbasis.Attachment // the lawful-basis attachments read
 	lawfulErr error                    // the first malformed one's *lawfulbasis.Error
@@ -46,6 +53,9 @@ type doc struct {
 type docOptions struct {
 	gz      bool // the document is a gzip body's inflated text
 	payload bool // the document is a signed vCon's payload
+	// sig keeps the signatures and spools the payload (InspectSigned);
+	// nil for Inspect.
+	sig *sigCapture
 }
 
 // readDoc reads one JSON document to its end and collects what any form
@@ -104,10 +114,17 @@ func readDoc(r io.Reader, limit int64, opt docOptions) (*doc, error) {
 				// payload is not, and is not unwrapped further.
 				return s.skip()
 			}
-			err = d.readPayload(s, limit)
+			err = d.readPayload(s, limit, opt.sig)
 		case "signatures":
 			d.hasSignatures = true
-			err = d.readSignatures(s)
+			err = d.readSignatures(s, opt.sig)
+		case "signature":
+			d.hasFlatSig = true
+			err = d.readSignature(s, opt.sig, key, &d.flat, &d.flatUUID, "signature")
+		case "protected", "header":
+			err = d.readSignature(s, opt.sig, key, &d.flat, &d.flatUUID, "the flattened JWS")
+		case "critical":
+			d.critical, err = readCritical(s)
 		case "ciphertext":
 			d.hasCiphertext = true
 			err = s.skip()
@@ -126,6 +143,14 @@ func readDoc(r io.Reader, limit int64, opt docOptions) (*doc, error) {
 	}
 	if err := s.end(); err != nil {
 		return nil, err
+	}
+	if d.hasFlatSig && !d.hasSignatures {
+		if opt.sig != nil {
+			opt.sig.add(0, d.flat)
+		}
+		if d.flatUUID.present() {
+			d.headerUUID, d.headerIndex = d.flatUUID, -1
+		}
 	}
 	return d, nil
 }
@@ -228,29 +253,21 @@ func (d *doc) readParties(s *scanner) error {
 
 // readSignatures finds the first signatures[i].header.uuid present (not
 // absent, not null).
-func (d *doc) readSignatures(s *scanner) error {
+func (d *doc) readSignatures(s *scanner, c *sigCapture) error {
 	d.headerUUID, d.headerIndex = value{}, 0
 	_, err := arrayItems(s, func(i int) error {
 		var uuid value
+		var sig Signature
 		var seen uint32
+		name := fmt.Sprintf("signatures[%d]", i)
 		if err := objectMembers(s, func(key []byte) error {
-			d.once(&seen, signatureMembers, key, func() string { return fmt.Sprintf("signatures[%d].header", i) })
-			if string(key) != "header" {
-				return s.skip()
-			}
-			uuid = value{}
-			var seen uint32
-			return objectMembers(s, func(key []byte) error {
-				d.once(&seen, uuidMember, key, func() string { return fmt.Sprintf("signatures[%d].header.uuid", i) })
-				if string(key) != "uuid" {
-					return s.skip()
-				}
-				var err error
-				uuid, err = capture(s, maxShort)
-				return err
-			})
+			d.once(&seen, signatureMembers, key, func() string { return name + "." + string(key) })
+			return d.readSignature(s, c, key, &sig, &uuid, name)
 		}); err != nil {
 			return err
+		}
+		if c != nil {
+			c.add(i, sig)
 		}
 		if !d.headerUUID.present() && uuid.present() {
 			d.headerUUID, d.headerIndex = uuid, i
@@ -292,7 +309,7 @@ func objectMembers(s *scanner, fn func(key []byte) error) error {
 // document of its own. Whatever is wrong with the payload is kept in
 // payloadErr, not returned: a signature header may still name the uuid, and
 // the enclosing document must still be read to its end.
-func (d *doc) readPayload(s *scanner, limit int64) error {
+func (d *doc) readPayload(s *scanner, limit int64, sc *sigCapture) error {
 	d.payload, d.payloadErr = nil, nil
 	c, err := s.valueStart()
 	if err != nil {
@@ -303,7 +320,16 @@ func (d *doc) readPayload(s *scanner, limit int64) error {
 		return s.skip()
 	}
 	sr := s.newStringReader()
-	d.payload, d.payloadErr = decodePayload(sr, limit)
+	var content io.Reader = sr
+	if sc != nil && sc.spool != nil {
+		content = io.TeeReader(sr, sc.spool)
+	}
+	d.payload, d.payloadErr = decodePayload(content, limit)
+	if content != io.Reader(sr) {
+		// Every character goes to the spool, also those the decoding left
+		// unread; an error is the document's, which finish returns.
+		io.Copy(io.Discard, content)
+	}
 	// An error of the enclosing document (a read error, a broken string)
 	// is the document's, whatever the payload's decoding made of it.
 	if err := sr.finish(); err != nil {

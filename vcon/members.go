@@ -12,9 +12,9 @@ import "bytes"
 // The members the walk reads, object by object (the same lists in a signed
 // vCon's payload). Each list holds at most 32 names (see once).
 var (
-	topMembers        = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected", "attachments"}
+	topMembers        = []string{"uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected", "attachments", "critical", "protected", "header", "signature"}
 	partyMembers      = []string{"tel", "mailto", "name"}
-	signatureMembers  = []string{"header"}
+	signatureMembers  = []string{"header", "protected", "signature"}
 	attachmentMembers = []string{"purpose", "type"}
 	uuidMember        = []string{"uuid"} // of signatures[i].header and of unprotected
 )

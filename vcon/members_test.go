@@ -30,6 +30,8 @@ func TestDuplicateMembers(t *testing.T) {
 		{"signatures", `{"payload": "` + b64(inner) + `", "signatures": [], "signatures": []}`, "signatures"},
 		{"payload", `{"payload": "` + b64(inner) + `", "signatures": [{"header": ` + hdr + `}], "payload": "e30"}`, "payload"},
 		{"signature header", `{"payload": "", "signatures": [{"header": {}}, {"header": ` + hdr + `, "header": {}}]}`, "signatures[1].header"},
+		{"signature value", `{"payload": "e30", "signatures": [{"header": ` + hdr + `, "signature": "a", "signature": "b"}]}`, "signatures[0].signature"},
+		{"flattened signature", `{"payload": "e30", "header": ` + hdr + `, "signature": "a", "signature": "b"}`, "signature"},
 		{"signature header uuid", signed(inner, `{"uuid": "`+u+`", "kid": "k", "uuid": "`+u2+`"}`), "signatures[0].header.uuid"},
 		{"payload uuid", signed(`{"uuid": "`+u2+`", "uuid": "`+u+`"}`, `{}`), "uuid in the payload"},
 		{"payload uuid, header uuid", signed(`{"uuid": "`+u2+`", "uuid": "`+u+`"}`, hdr), "uuid in the payload"},
@@ -66,7 +68,6 @@ func TestDuplicateMembers(t *testing.T) {
 		`{"uuid": "` + u + `", "dialog": [{"parties": 0, "parties": 1}], "analysis": [{"vendor": "a", "vendor": "b"}]}`,
 		`{"uuid": "` + u + `", "parties": [{"tel": "+15555550100", "meta": {"tel": 1, "tel": 2}}], "attachments": {"uuid": 1, "uuid": 2}}`,
 		signed(inner, `{"uuid": "`+u+`", "kid": "a", "kid": "b"}`),
-		`{"payload": "e30", "signatures": [{"header": ` + hdr + `, "signature": "a", "signature": "b"}]}`,
 		`{"ciphertext": "", "recipients": [{"header": {"uuid": 1, "uuid": 2}}], "unprotected": {"uuid": "` + u + `"}}`,
 		// A payload of an unsigned vCon is not read for it.
 		`{"uuid": "` + u + `", "payload": "` + b64(`{"uuid": 1, "uuid": 2}`) + `"}`,

@@ -38,6 +38,8 @@ func (d *doc) meta() (*Meta, error) {
 			p, why = nil, fmt.Errorf("it is a %s vCon, not an unsigned one", p.form())
 		}
 		switch {
+		case d.headerUUID.present() && d.headerIndex < 0:
+			m.UUID, err = checkUUID(d.headerUUID, "header.uuid")
 		case d.headerUUID.present():
 			m.UUID, err = checkUUID(d.headerUUID, fmt.Sprintf("signatures[%d].header.uuid", d.headerIndex))
 		case p != nil && p.uuid.present():
@@ -51,6 +53,9 @@ func (d *doc) meta() (*Meta, error) {
 		}
 		if p != nil {
 			p.fill(m)
+			if p.uuid.kind == '"' {
+				m.PayloadUUID = p.uuid.s
+			}
 		}
 	default:
 		if !d.uuid.present() {
@@ -78,7 +83,7 @@ func (d *doc) form() vocab.Form {
 	switch {
 	case d.hasCiphertext && d.hasRecipients:
 		return vocab.FormEncrypted
-	case d.hasPayload && d.hasSignatures:
+	case d.hasPayload && (d.hasSignatures || d.hasFlatSig):
 		return vocab.FormSigned
 	}
 	return vocab.FormUnsigned
@@ -99,6 +104,7 @@ func (d *doc) fill(m *Meta) {
 	m.PartyCount = d.partyCount
 	m.DialogCount = d.dialogCount
 	m.LawfulBasis, m.LawfulBasisErr = d.lawfulBasis()
+	m.Critical = d.critical
 }
 
 func parseTime(v value) *time.Time {

@@ -43,6 +43,9 @@ func refInspect(data []byte, limit int64) (*Meta, string) {
 		u, _ := obj["unprotected"].(map[string]any)
 		uuid = u["uuid"]
 	case vocab.FormSigned:
+		if h, _ := obj["header"].(map[string]any); obj["signatures"] == nil && h["uuid"] != nil {
+			uuid = h["uuid"] // the flattened form's
+		}
 		if sigs, ok := obj["signatures"].([]any); ok {
 			for _, sig := range sigs {
 				sm, _ := sig.(map[string]any)
@@ -87,7 +90,7 @@ func refForm(obj map[string]any) vocab.Form {
 	switch {
 	case has("ciphertext") && has("recipients"):
 		return vocab.FormEncrypted
-	case has("payload") && has("signatures"):
+	case has("payload") && (has("signatures") || has("signature")):
 		return vocab.FormSigned
 	}
 	return vocab.FormUnsigned
@@ -196,7 +199,8 @@ func refDup(data []byte) bool {
 		panic(err) // the callers pass valid JSON only
 	}
 	o, _ := top.(refObject)
-	if o.dup("uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected") {
+	if o.dup("uuid", "vcon", "created_at", "updated_at", "subject", "parties", "dialog", "payload", "signatures", "ciphertext", "recipients", "unprotected",
+		"attachments", "critical", "protected", "header", "signature") {
 		return true
 	}
 	for _, m := range o {
@@ -212,7 +216,7 @@ func refDup(data []byte) bool {
 			a, _ := m.value.([]any)
 			for _, sig := range a {
 				sig, _ := sig.(refObject)
-				if sig.dup("header") {
+				if sig.dup("header", "protected", "signature") {
 					return true
 				}
 				for _, h := range sig {
@@ -221,7 +225,7 @@ func refDup(data []byte) bool {
 					}
 				}
 			}
-		case "unprotected":
+		case "unprotected", "header":
 			if u, _ := m.value.(refObject); u.dup("uuid") {
 				return true
 			}

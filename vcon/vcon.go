@@ -107,8 +107,17 @@ type Meta struct {
 	// tenant's choice, not Inspect's.
 	LawfulBasis    lawfulbasis.Summary
 	LawfulBasisErr error
-	Gzip           bool  // the body was received, and is stored, gzip-compressed
-	Size           int64 // the stored (as received) byte length
+	// Critical is the critical member of an unsigned vCon or a signed
+	// one's payload: the extensions a receiver must know; "" stands for
+	// a name that is not one (docs/signatures.md).
+	Critical []string
+	// PayloadUUID is a signed vCon's payload's uuid as written, "" when
+	// it has none or cannot be read; Signatures its signatures, kept by
+	// InspectSigned only.
+	PayloadUUID string
+	Signatures  []Signature
+	Gzip        bool  // the body was received, and is stored, gzip-compressed
+	Size        int64 // the stored (as received) byte length
 }
 
 // InvalidError is a vCon refused as not what an archive can keep. Reason is
@@ -143,6 +152,10 @@ func Gzipped(contentType, contentEncoding string) bool {
 // other error is r's own. On success r has been read to EOF and Meta.Size
 // is the number of bytes read from it.
 func Inspect(r io.Reader, gz bool, limit int64) (*Meta, error) {
+	return inspect(r, gz, limit, nil)
+}
+
+func inspect(r io.Reader, gz bool, limit int64, c *sigCapture) (*Meta, error) {
 	body := &limitReader{r: r, limit: max(limit, 0)}
 	var src io.Reader = body
 	if gz {
@@ -152,7 +165,7 @@ func Inspect(r io.Reader, gz bool, limit int64) (*Meta, error) {
 		}
 		src = &limitReader{r: &gunzipReader{zr: zr, body: body}, limit: body.limit}
 	}
-	d, err := readDoc(src, body.limit, docOptions{gz: gz})
+	d, err := readDoc(src, body.limit, docOptions{gz: gz, sig: c})
 	if err != nil {
 		return nil, err
 	}

@@ -486,6 +486,8 @@ func TestFields(t *testing.T) {
 		{name: "top level string", body: `"hello"`, reason: "not a vCon: the top level is a string, a vCon is a JSON object"},
 		{name: "top level number", body: ` 5 `, reason: "not a vCon: the top level is a number"},
 		{name: "flattened JWS", body: `{"payload": "e30", "signature": "x", "header": {"uuid": "` + u + `"}}`,
+			check: func(m *Meta) string { return want(fmt.Sprintf("%s %s", m.Form, m.UUID), "signed "+u) }},
+		{name: "payload without a signature", body: `{"payload": "e30", "header": {"uuid": "` + u + `"}}`,
 			reason: "no uuid: a vCon needs a uuid (36-character UUID text); a signed vCon needs payload and signatures"},
 		{name: "JWE without recipients", body: `{"ciphertext": "AAAA", "unprotected": {"uuid": "` + u + `"}}`,
 			reason: "no uuid: a vCon needs a uuid (36-character UUID text); an encrypted vCon needs ciphertext and recipients"},

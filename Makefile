@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench perf soak scale replica-bench webhook-bench audit-log-bench fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench perf soak scale replica-bench webhook-bench audit-log-bench lawful-basis-bench fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -109,6 +109,13 @@ audit-log-bench:
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkAuditAppend$$' -benchtime 50000x ./catalog/
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkVerify$$' ./internal/auditlog/
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkLogTrees$$' -benchtime 1x ./test/e2e/
+
+# The lawful basis's benchmark (issue 29): reads of the real binary by a
+# key bound to a purpose, each decided, against reads by a key bound to
+# none, alternating rounds on one server in one run (bound/unbound). Never
+# part of test.
+lawful-basis-bench:
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkPurposeReads$$' -benchtime 1x ./test/e2e/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60

@@ -4,29 +4,33 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/export"
+	"github.com/vcon-server/vcon-server/internal/config"
 	"github.com/vcon-server/vcon-server/objstore"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 func init() {
-	var tenant, to, since, until string
+	var tenant, to, since, until, purpose string
 	register(&command{
 		name:    "export parquet",
 		summary: "write a tenant's kept versions as Parquet files and a manifest to a directory or s3://bucket/prefix/ (docs/export.md)",
 		flags: func(fs *flag.FlagSet) {
-			tenant, to, since, until = "", "", "", ""
+			tenant, to, since, until, purpose = "", "", "", "", ""
 			fs.StringVar(&tenant, "tenant", "", "the tenant (id or name)")
 			fs.StringVar(&to, "to", "", "an absolute directory, or s3://bucket/prefix/ (the prefix empty or ending with /)")
 			fs.StringVar(&since, "since", "", "only versions stored at or after this RFC 3339 time")
 			fs.StringVar(&until, "until", "", "only versions stored before this RFC 3339 time")
+			fs.StringVar(&purpose, "purpose", "", "only versions a read for this purpose may see (docs/lawful-basis.md)")
 		},
 		run: func(e *env, _ *flag.FlagSet, _ []string) error {
-			return exportParquet(e, tenant, to, since, until)
+			return exportParquet(e, tenant, to, since, until, purpose)
 		},
 	})
 }
@@ -35,13 +39,16 @@ func init() {
 // catalog and the store, and writes only to the target, the tenant's audit
 // log and a scratch folder it removes. Every refusal comes before the
 // first file is written.
-func exportParquet(e *env, tenant, to, since, until string) error {
+func exportParquet(e *env, tenant, to, since, until, purpose string) error {
 	s, u, err := parseWindow(since, until)
 	if err != nil {
 		return err
 	}
 	if tenant == "" {
 		return errors.New("export parquet needs --tenant T, the tenant's id or name")
+	}
+	if purpose != "" && !lawfulbasis.ValidPurpose(purpose) {
+		return fmt.Errorf("--purpose %q is not 1 to %d characters of a-z, 0-9 and _: name it as the vCons' purpose_grants do", purpose, lawfulbasis.MaxPurposeLen)
 	}
 	target, err := export.ParseTarget(to)
 	if err != nil {
@@ -77,23 +84,8 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	}
 	defer release()
 
-	var dst objstore.Store
-	if target.IsBucket() {
-		table, c := "export.s3", cfg.Export.S3
-		if c == nil {
-			table, c = "storage.s3", cfg.Storage.S3
-		}
-		if c == nil {
-			return errors.New("an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses")
-		}
-		client, err := NewS3Client(table, c)
-		if err != nil {
-			return err
-		}
-		if dst, err = export.OpenBucket(e.ctx, client, target, scratch); err != nil {
-			return err
-		}
-	} else if dst, err = export.OpenDir(target.Dir); err != nil {
+	dst, err := openExportTarget(e, cfg, target, scratch)
+	if err != nil {
 		return err
 	}
 
@@ -106,6 +98,7 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 	defer stop()
 	res, err := export.Run(ctx, export.Options{
 		Archive: a, Tenant: t, Since: s, Until: u,
+		Purpose: purpose, Skew: cfg.LawfulBasis.Skew,
 		Target: dst, To: target.To, Actor: catalog.CLI.Name,
 		MaxVconSize: cfg.MaxVconSize, TempDir: scratch,
 		Progress: prog.add,
@@ -121,4 +114,24 @@ func exportParquet(e *env, tenant, to, since, until string) error {
 		return err
 	}
 	return e.emit(res)
+}
+
+// openExportTarget opens the directory or bucket of --to; a bucket is
+// reached with [export.s3], or else [storage.s3]'s service and keys.
+func openExportTarget(e *env, cfg *config.Config, target export.Target, scratch string) (objstore.Store, error) {
+	if !target.IsBucket() {
+		return export.OpenDir(target.Dir)
+	}
+	table, c := "export.s3", cfg.Export.S3
+	if c == nil {
+		table, c = "storage.s3", cfg.Storage.S3
+	}
+	if c == nil {
+		return nil, errors.New("an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses")
+	}
+	client, err := NewS3Client(table, c)
+	if err != nil {
+		return nil, err
+	}
+	return export.OpenBucket(e.ctx, client, target, scratch)
 }

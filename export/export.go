@@ -15,6 +15,8 @@
 //     meanwhile). Only once the bytes have arrived is the version's key
 //     looked up again: a version whose key is gone was purged while the
 //     export ran and is left out (skipped), never half-written.
+//     With a purpose, each page's versions are decided for it first, as a
+//     read for it is (purpose.go); those withheld are never fetched.
 //  3. Rows stream into part files that roll per store date and at a size
 //     bound. Each file is created whole or not at all (temporary name,
 //     fsync, link, folder fsync; or one create-only PutObject).
@@ -38,6 +40,7 @@ import (
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // Defaults of the bounds an export keeps.
@@ -73,6 +76,11 @@ type Options struct {
 	// Since and Until bound the store times: at or after Since, before
 	// Until. A zero time is no bound.
 	Since, Until time.Time
+	// Purpose, when set, keeps only the versions a read for it may see
+	// (docs/export.md, "Export for a purpose"); Skew is how long a lawful
+	// basis holds past its expiration ([lawful_basis] skew).
+	Purpose string
+	Skew    time.Duration
 	// Target receives the files: objstore.Dir over the --to directory, or
 	// objstore.S3 over the --to bucket and prefix (see OpenDir, OpenBucket).
 	Target objstore.Store
@@ -118,6 +126,10 @@ type Result struct {
 	Bytes    int64  `json:"bytes"` // of the part files
 	Skipped  int64  `json:"skipped"`
 	Unread   int64  `json:"unread"`
+	// Purpose is null for an export of every version; Withheld counts
+	// the versions the purpose may not see, which the export left out.
+	Purpose  *string `json:"purpose"`
+	Withheld int64   `json:"withheld"`
 }
 
 // RaceError is the refusal of an export whose manifest number another
@@ -142,6 +154,8 @@ type run struct {
 	bytes  int64
 	skip   int64
 	unread int64
+	// withheld counts the versions the purpose may not see.
+	withheld int64
 
 	live      *os.File
 	liveBuf   *bufio.Writer
@@ -160,6 +174,9 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	level, err := vocab.ParseLevel(string(opt.Tenant.Metadata))
 	if err != nil {
 		return Result{}, fmt.Errorf("the tenant's metadata level: %w", err)
+	}
+	if opt.Purpose != "" && !lawfulbasis.ValidPurpose(opt.Purpose) {
+		return Result{}, fmt.Errorf("export: purpose %q is not 1 to %d characters of a-z, 0-9 and _: name it as the vCons' purpose_grants do", opt.Purpose, lawfulbasis.MaxPurposeLen)
 	}
 	if opt.FileBytes <= 0 {
 		opt.FileBytes = DefaultFileBytes
@@ -210,7 +227,7 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	// did not happen. Once the manifest is out, an interruption no longer
 	// stops the record; if it cannot be written, the export is undone.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	err = opt.Archive.Cat.Audit(actx, opt.Tenant.ID, catalog.Record{Actor: opt.Actor, Action: "export", Status: 200})
+	err = opt.Archive.Cat.Audit(actx, opt.Tenant.ID, catalog.Record{Actor: opt.Actor, Action: x.action(), Status: 200})
 	cancel()
 	if err != nil {
 		x.remove(ctx, manifest)
@@ -221,6 +238,7 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		Tenant: opt.Tenant.ID.String(), To: opt.To, Metadata: string(level),
 		Seq: seq, Manifest: manifest, Files: len(x.files),
 		Rows: x.rows, Bytes: x.bytes, Skipped: x.skip, Unread: x.unread,
+		Purpose: purposeText(opt.Purpose), Withheld: x.withheld,
 	}, nil
 }
 
@@ -247,6 +265,10 @@ func (x *run) export(ctx context.Context) error {
 func (x *run) write(ctx context.Context, j *item) error {
 	if x.opt.Progress != nil {
 		x.opt.Progress(j.v.SealedSize)
+	}
+	if j.withheld {
+		x.withheld++
+		return nil
 	}
 	if j.skip {
 		x.skip++

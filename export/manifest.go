@@ -20,10 +20,11 @@ import (
 // ManifestFormat is the manifest's format number.
 const ManifestFormat = 1
 
-// Manifest is what a manifest holds, in the order of its fields. Live lists
-// the ids, as 32 lowercase hexadecimal digits, of the rows whose version
-// was its vCon's current one, neither hidden nor deleted, when the export
-// listed it.
+// Manifest is what a manifest holds, in the order of its fields. Purpose
+// is null for an export of every version, and Withheld counts the versions
+// it left out for its purpose. Live lists the ids, as 32 lowercase
+// hexadecimal digits, of the rows whose version was its vCon's current
+// one, neither hidden nor deleted, when the export listed it.
 type Manifest struct {
 	Format    int         `json:"format"`
 	Seq       int64       `json:"seq"`
@@ -31,9 +32,11 @@ type Manifest struct {
 	CreatedAt string      `json:"created_at"`
 	Since     *string     `json:"since"`
 	Until     *string     `json:"until"`
+	Purpose   *string     `json:"purpose"`
 	Tenant    string      `json:"tenant"`
 	Files     []fileEntry `json:"files"`
 	Rows      int64       `json:"rows"`
+	Withheld  int64       `json:"withheld"`
 	Live      []string    `json:"live"`
 }
 
@@ -109,8 +112,9 @@ func (x *run) writeManifest(w io.Writer, seq int64) error {
 		Format: ManifestFormat, Seq: seq, Metadata: string(x.level),
 		CreatedAt: x.now.Format(time.RFC3339Nano),
 		Since:     timeText(x.opt.Since), Until: timeText(x.opt.Until),
-		Tenant: x.opt.Tenant.ID.String(), Files: x.files, Rows: x.rows,
-		Live: []string{},
+		Purpose: purposeText(x.opt.Purpose),
+		Tenant:  x.opt.Tenant.ID.String(), Files: x.files, Rows: x.rows,
+		Withheld: x.withheld, Live: []string{},
 	}
 	if m.Files == nil {
 		m.Files = []fileEntry{}

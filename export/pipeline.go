@@ -62,10 +62,11 @@ func putJob(j *job) {
 
 // item is one version of a job and what became of it.
 type item struct {
-	v      catalog.Version
-	row    parquetstore.ExportRow
-	skip   bool // purged while the export ran
-	unread bool // its clear columns could not be read
+	v        catalog.Version
+	row      parquetstore.ExportRow
+	skip     bool // purged while the export ran
+	unread   bool // its clear columns could not be read
+	withheld bool // the export's purpose may not see it: never fetched
 }
 
 // stream runs the pipeline: a lister pages through the catalog, workers
@@ -151,13 +152,19 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 			}
 			return
 		}
-		page := p.versions
+		page, withheld := p.versions, p.withheld
 		for len(page) > 0 {
 			j := newJob()
 			for len(page) > 0 && len(j.items) < x.opt.Batch && (len(j.items) == 0 || j.held < batchBytes) {
-				j.items = append(j.items, item{v: page[0]})
-				j.held += page[0].SealedSize
+				it := item{v: page[0], withheld: withheld != nil && withheld[0]}
+				if !it.withheld {
+					j.held += page[0].SealedSize
+				}
+				j.items = append(j.items, it)
 				page = page[1:]
+				if withheld != nil {
+					withheld = withheld[1:]
+				}
 			}
 			if err := budget.acquire(j.held); err != nil {
 				return
@@ -177,8 +184,10 @@ func (x *run) list(ctx context.Context, upto ids.ID, budget *budget, queue, work
 }
 
 // listed is one page of versions, or the error that ended the listing.
+// With a purpose, withheld says which of them it may not see.
 type listed struct {
 	versions []catalog.Version
+	withheld []bool
 	err      error
 }
 
@@ -192,8 +201,12 @@ func (x *run) pages(ctx context.Context, upto ids.ID, out chan<- listed) {
 		if err == nil && len(page) == 0 {
 			return
 		}
+		var withheld []bool
+		if err == nil && x.opt.Purpose != "" {
+			withheld, err = x.withheldOf(ctx, page)
+		}
 		select {
-		case out <- listed{page, err}:
+		case out <- listed{page, withheld, err}:
 		case <-ctx.Done():
 			return
 		}

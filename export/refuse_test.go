@@ -55,6 +55,8 @@ func TestExportRefusals(t *testing.T) {
 			`--to s3://Vcon_Exports/: "Vcon_Exports" is not a bucket name (3 to 63 lowercase letters, digits, dots and hyphens); write s3://bucket/prefix/`},
 		{[]string{"--tenant", "acme", "--to", "s3://vcon-exports/a//b/"},
 			`--to s3://vcon-exports/a//b/: the prefix "a//b/" has an empty, "." or ".." part`},
+		{[]string{"--tenant", "acme", "--to", dir, "--purpose", "Marketing"},
+			`--purpose "Marketing" is not 1 to 64 characters of a-z, 0-9 and _: name it as the vCons' purpose_grants do`},
 		{[]string{"--tenant", "acme", "--to", "s3://vcon-exports/"},
 			"an export to a bucket needs [export.s3] in the configuration, or [storage.s3], whose service and keys it then uses"},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
 	"github.com/vcon-server/vcon-server/vcon"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // process fetches a batch of versions, checks in one catalog read that
@@ -23,6 +24,9 @@ func (x *run) process(ctx context.Context, j *job) {
 	var arrived []ids.ID
 	for i := range j.items {
 		it := &j.items[i]
+		if it.withheld {
+			continue
+		}
 		sealed, gone, err := x.fetch(ctx, it.v)
 		if err != nil {
 			j.err = err
@@ -37,7 +41,7 @@ func (x *run) process(ctx context.Context, j *job) {
 	}
 	if x.opt.AfterFetch != nil {
 		for _, it := range j.items {
-			if !it.skip {
+			if !it.skip && !it.withheld {
 				x.opt.AfterFetch(it.v)
 			}
 		}
@@ -53,7 +57,7 @@ func (x *run) process(ctx context.Context, j *job) {
 	}
 	for i := range j.items {
 		it := &j.items[i]
-		if it.skip {
+		if it.skip || it.withheld {
 			continue
 		}
 		cur, ok := kept[it.v.ID]
@@ -70,7 +74,7 @@ func (x *run) process(ctx context.Context, j *job) {
 			it.unread = true
 			continue
 		}
-		fill(&it.row, x.level, m)
+		fill(&it.row, x.level, m, cur.Lawful)
 	}
 }
 
@@ -145,10 +149,13 @@ func (x *run) inspect(ctx context.Context, sealed []byte, v catalog.Version) (*v
 	return m, true
 }
 
-// fill sets the clear columns of level from m. An encrypted vCon shows only
-// form, gzip, size and, at full, uuid; a count the inspector could not read
-// (CountUnknown) and a time that is absent or has no zone stay NULL.
-func fill(r *parquetstore.ExportRow, level vocab.Level, m *vcon.Meta) {
+// fill sets the clear columns of level from m, and the lawful basis from
+// lb, the version's own as the catalog keeps it (docs/FORMAT.md, "Lawful
+// basis"), which decisions read. An encrypted vCon shows only form, gzip,
+// size and, at full, uuid; a count the inspector could not read
+// (CountUnknown), a time that is absent or has no zone, and a basis that
+// is none or unknown stay NULL.
+func fill(r *parquetstore.ExportRow, level vocab.Level, m *vcon.Meta, lb lawfulbasis.Summary) {
 	rank := levelRank(level)
 	form, gz, size := string(m.Form), m.Gzip, m.Size
 	r.Form, r.Gzip, r.Size = &form, &gz, &size
@@ -165,6 +172,10 @@ func fill(r *parquetstore.ExportRow, level vocab.Level, m *vcon.Meta) {
 	}
 	if rank >= levelRank(vocab.LevelCounts) {
 		r.PartyCount, r.DialogCount = count(m.PartyCount), count(m.DialogCount)
+		if lb.Basis != lawfulbasis.Unknown {
+			r.LawfulBasis = text(lb.Basis)
+		}
+		r.ExpiresAt = lb.Expires
 	}
 	if rank >= levelRank(vocab.LevelFull) {
 		r.Subject = m.Subject

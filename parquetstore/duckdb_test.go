@@ -193,6 +193,8 @@ var exportLevelColumns = map[vocab.Level][][2]string{
 	vocab.LevelCounts: {
 		{"party_count", "INTEGER"},
 		{"dialog_count", "INTEGER"},
+		{"lawful_basis", "VARCHAR"},
+		{"expires_at", "TIMESTAMP WITH TIME ZONE"},
 	},
 	vocab.LevelFull: {
 		{"uuid", "UUID"},
@@ -211,6 +213,7 @@ func exportTestRows(t *testing.T) []ExportRow {
 	parties, dialogs := int32(2), int32(0)
 	created := time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC)
 	updated := time.Date(2026, 11, 5, 12, 30, 15, 987654321, time.UTC)
+	expires := time.Date(2036, 5, 1, 9, 0, 0, 123456789, time.UTC)
 	u, err := ids.Parse("0f6c3a52-9d1e-4e7a-8b53-2c1d9f0a7e64")
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +225,7 @@ func exportTestRows(t *testing.T) []ExportRow {
 			Form: s("unsigned"), Gzip: &yes, Size: &size,
 			CreatedAt: &created, UpdatedAt: &updated,
 			PartyCount: &parties, DialogCount: &dialogs,
+			LawfulBasis: s("consent,contract"), ExpiresAt: &expires,
 			UUID: &u, Subject: s("Export example, 'one'"),
 			Parties: []Party{
 				{Tel: s("+15555550101"), Name: s("Caller Example")},
@@ -273,6 +277,8 @@ func TestExportFilesInDuckDB(t *testing.T) {
 		"updated_at":   {"2026-11-05 12:30:15.987654+00", "", ""},
 		"party_count":  {"2", "", ""},
 		"dialog_count": {"0", "", ""},
+		"lawful_basis": {"consent,contract", "", ""},
+		"expires_at":   {"2036-05-01 09:00:00.123456+00", "", ""},
 		"uuid":         {"0f6c3a52-9d1e-4e7a-8b53-2c1d9f0a7e64", "", "0f6c3a52-9d1e-4e7a-8b53-2c1d9f0a7e64"},
 		"subject":      {"Export example, 'one'", "", ""},
 		"parties": {
@@ -407,6 +413,8 @@ created_at,TIMESTAMP WITH TIME ZONE
 updated_at,TIMESTAMP WITH TIME ZONE
 party_count,INTEGER
 dialog_count,INTEGER
+lawful_basis,VARCHAR
+expires_at,TIMESTAMP WITH TIME ZONE
 date,DATE
 tenant,VARCHAR`
 	if strings.Join(cut, "\n") != want {

@@ -34,6 +34,8 @@ type ExportRow struct {
 
 	// counts
 	PartyCount, DialogCount *int32
+	LawfulBasis             *string // as the catalog keeps it; nil for none or unknown
+	ExpiresAt               *time.Time
 
 	// full
 	UUID    *ids.ID
@@ -73,8 +75,10 @@ type (
 	}
 	exportCounts struct {
 		exportTimes
-		PartyCount  *int32 `parquet:"party_count"`
-		DialogCount *int32 `parquet:"dialog_count"`
+		PartyCount  *int32     `parquet:"party_count"`
+		DialogCount *int32     `parquet:"dialog_count"`
+		LawfulBasis *string    `parquet:"lawful_basis,plain"`
+		ExpiresAt   *time.Time `parquet:"expires_at,timestamp(nanosecond:utc)"`
 	}
 	exportFull struct {
 		exportCounts
@@ -104,7 +108,8 @@ func toTimes(r *ExportRow) exportTimes {
 }
 
 func toCounts(r *ExportRow) exportCounts {
-	return exportCounts{exportTimes: toTimes(r), PartyCount: r.PartyCount, DialogCount: r.DialogCount}
+	return exportCounts{exportTimes: toTimes(r), PartyCount: r.PartyCount, DialogCount: r.DialogCount,
+		LawfulBasis: r.LawfulBasis, ExpiresAt: r.ExpiresAt}
 }
 
 func toFull(r *ExportRow) exportFull {
@@ -124,7 +129,7 @@ func toFull(r *ExportRow) exportFull {
 // rowSize estimates what a row adds to the row group in memory.
 func rowSize(r *ExportRow) int64 {
 	n := int64(len(r.Sealed)) + 64
-	for _, s := range []*string{r.Form, r.Subject} {
+	for _, s := range []*string{r.Form, r.LawfulBasis, r.Subject} {
 		if s != nil {
 			n += int64(len(*s))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -110,14 +109,7 @@ func purposeAction(action string, r *http.Request) string {
 	if n == nil {
 		return action
 	}
-	action += " purpose=" + n.purpose
-	if n.why != "" {
-		action += " denied=" + n.why
-	}
-	if n.counted {
-		action += " withheld=" + strconv.Itoa(n.withheld)
-	}
-	return action
+	return lawfulbasis.Action(action, n.purpose, n.why, int64(n.withheld), n.counted)
 }
 
 // baseAction is the route's action of a record's action text.

@@ -69,7 +69,7 @@ const (
 	LevelForm Level = "form"
 	// LevelTimes adds created_at and updated_at.
 	LevelTimes Level = "times"
-	// LevelCounts adds party_count and dialog_count.
+	// LevelCounts adds party_count, dialog_count, lawful_basis and expires_at.
 	LevelCounts Level = "counts"
 	// LevelFull adds uuid, subject and parties.
 	LevelFull Level = "full"

@@ -2,6 +2,7 @@ package lawfulbasis
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,4 +118,19 @@ func (s Summary) Decide(purpose string, now time.Time, skew time.Duration) (allo
 // expiration by more than skew. A basis without expiration never does.
 func (s Summary) Expired(now time.Time, skew time.Duration) bool {
 	return s.Expires != nil && now.After(s.Expires.Add(skew))
+}
+
+// Action is an audit record's action for what was decided for purpose
+// (docs/FORMAT.md, "Lawful basis"): action, then " purpose=P", then
+// " denied=WHY" when why is a denial, then " withheld=N" when counted (a
+// listing's or an export's count of what it left out, never which).
+func Action(action, purpose, why string, withheld int64, counted bool) string {
+	action += " purpose=" + purpose
+	if why != "" {
+		action += " denied=" + why
+	}
+	if counted {
+		action += " withheld=" + strconv.FormatInt(withheld, 10)
+	}
+	return action
 }

@@ -3,6 +3,7 @@ module github.com/vcon-server/vcon-server
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/BurntSushi/toml v1.6.0
 	github.com/parquet-go/parquet-go v0.32.0
 	modernc.org/sqlite v1.62.0

@@ -88,6 +88,7 @@ type Archive struct {
 	erasing sync.Map     // ids.ID → true: the erasures a call of this process runs (erase.go)
 	tkeys   tenantKeys   // the tenant keys unwrapped so far (tenantkeys.go)
 	tdels   sync.Map     // ids.ID → true: the tenant deletes a call of this process runs (tenantdelete.go)
+	anchors sync.Map     // ids.ID → parsedAnchors: tenants' trust anchors as last parsed (signatures.go)
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

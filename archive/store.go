@@ -12,6 +12,8 @@ import (
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/crashpoint"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
+	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -89,7 +91,11 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		return Stored{}, wrapf("store: start object", err)
 	}
 	defer up.Abort()
-	b, err := a.sealBody(req, up, tk, dk, vid)
+	pol, err := a.signaturePolicy(ctx, req.Tenant)
+	if err != nil {
+		return Stored{}, wrapf("store: read the tenant's signature policy", err)
+	}
+	b, err := a.sealBody(req, up, tk, dk, vid, pol)
 	if err != nil {
 		return Stored{}, err
 	}
@@ -126,6 +132,7 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 		ContentType: req.ContentType, ContentEncoding: req.ContentEncoding,
 		Form: b.meta.Form, Size: b.meta.Size, SealedSize: seal.SealedSize(b.meta.Size),
 		WrappedKey: wrapped, Location: a.Loc, BodyMAC: b.mac, Lawful: b.meta.LawfulBasis,
+		Signers: b.signed.signers, Unread: b.signed.unread,
 	}
 	replay, replaced, index, err := a.commitVersion(ctx, req, v, b, tk)
 	if err != nil || replay != nil {
@@ -150,24 +157,33 @@ func (a *Archive) Store(ctx context.Context, req StoreRequest) (Stored, error) {
 
 // storedBody is what step 2 of a store learns of its body.
 type storedBody struct {
-	meta *vcon.Meta
-	uuid ids.ID
-	mac  []byte // the body's keyed hash, which recognises a retry without keeping anything clear
+	meta   *vcon.Meta
+	uuid   ids.ID
+	mac    []byte // the body's keyed hash, which recognises a retry without keeping anything clear
+	signed signed // what the signature policy checked (signatures.go)
 }
 
 // sealBody is step 2 of a store: the body copied once into the sealing
 // writer over up, the inspector and the keyed hash, and the seal closed.
 // The inspector's verdict (400, 413) explains a failed copy best.
-func (a *Archive) sealBody(req StoreRequest, up io.Writer, tk *seal.TenantKey, dk seal.DataKey, vid ids.ID) (storedBody, error) {
+func (a *Archive) sealBody(req StoreRequest, up io.Writer, tk *seal.TenantKey, dk seal.DataKey, vid ids.ID, pol signaturePolicy) (storedBody, error) {
 	sw, err := seal.NewWriter(up, dk, req.Tenant, vid)
 	if err != nil {
 		return storedBody{}, err
 	}
-	in := startInspector(req.Gzip(), a.MaxSize)
+	var spool *objstore.Spool
+	if pol.Mode != vocab.SignaturesOff && pol.Mode != "" {
+		spool = objstore.NewSpool(a.spoolDir())
+		defer spool.Release()
+	}
+	in := startInspector(req.Gzip(), a.MaxSize, spool)
 	mac := hmac.New(sha256.New, tk.BodyMACKey())
 	_, copyErr := io.Copy(io.MultiWriter(sw, in, mac), req.Body)
 	meta, err := in.verdict(copyErr)
+	var bounds *vcon.SignaturesError
 	switch {
+	case errors.As(err, &bounds):
+		return storedBody{}, &SignatureRefused{Mode: pol.Mode, Reason: bounds.Reason}
 	case err != nil:
 		return storedBody{}, err
 	case copyErr != nil:
@@ -180,7 +196,15 @@ func (a *Archive) sealBody(req StoreRequest, up io.Writer, tk *seal.TenantKey, d
 	if err != nil {
 		return storedBody{}, &vcon.InvalidError{Reason: "uuid is not a UUID"}
 	}
-	return storedBody{meta: meta, uuid: uuid, mac: mac.Sum(nil)}, nil
+	var payload func() (io.Reader, error)
+	if spool != nil {
+		payload = spool.Reader
+	}
+	sg, err := checkSignatures(pol, meta, payload, a.now())
+	if err != nil {
+		return storedBody{}, err
+	}
+	return storedBody{meta: meta, uuid: uuid, mac: mac.Sum(nil), signed: sg}, nil
 }
 
 // replayQuery is catalog.Tx.ReplayOf, or catalog.Catalog.ReplayOf in a
@@ -222,6 +246,7 @@ func (a *Archive) commitVersion(ctx context.Context, req StoreRequest, v catalog
 		if req.Record != nil {
 			rec := *req.Record
 			rec.Target, rec.Status = v.UUID.String(), http.StatusCreated
+			rec.Action += signerNote(v.Signers)
 			if replaced {
 				rec.Status = http.StatusOK
 			}
@@ -248,11 +273,17 @@ type inspection struct {
 	err  error
 }
 
-func startInspector(gzip bool, maxSize int64) *inspector {
+func startInspector(gzip bool, maxSize int64, spool *objstore.Spool) *inspector {
 	pr, pw := io.Pipe()
 	in := &inspector{pw: pw, done: make(chan inspection, 1)}
 	go func() {
-		m, err := vcon.Inspect(pr, gzip, maxSize)
+		var m *vcon.Meta
+		var err error
+		if spool != nil {
+			m, err = vcon.InspectSigned(pr, gzip, maxSize, spool)
+		} else {
+			m, err = vcon.Inspect(pr, gzip, maxSize)
+		}
 		// A verdict reached before the end fails the writes still to come
 		// with it, so the copy stops there.
 		pr.CloseWithError(err)

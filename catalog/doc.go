@@ -42,6 +42,7 @@
 //	manifests.go     manifests                                                  Manifests
 //	search.go        search_tokens, tenants.search                              Search index
 //	lawfulbasis.go   versions' lawful columns, tenants.lawful_basis             Lawful basis
+//	signatures.go    tenants' signature policy, tenant_anchors                  Signatures
 //	erasures.go      erasures, erased                                           Erasure
 //	erasebatch.go    erase_todo, erased                                         Erasure
 //	signingkeys.go   signing_keys                                               The receipts' signing key, Audit log tree

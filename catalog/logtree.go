@@ -60,6 +60,10 @@ func Lifecycle(r Record) string {
 	if r.Status >= 300 {
 		return ""
 	}
+	// An action's first word names it; what follows notes its detail
+	// ("store signed_by=...", "read purpose=...").
+	action, _, _ := strings.Cut(r.Action, " ")
+	r.Action = action
 	switch {
 	case (r.Action == "store" || r.Action == "replace") && r.Status == 201:
 		return "vcon_created"

@@ -390,4 +390,24 @@ ALTER TABLE keys ADD COLUMN purposes TEXT;
 ALTER TABLE erasures ADD COLUMN reason TEXT;
 CREATE INDEX versions_lawful_expires ON versions (tenant, lawful_expires) WHERE lawful_expires IS NOT NULL AND purge = 0;
 `,
+
+	// 18: signatures (docs/signatures.md, docs/FORMAT.md "Signatures"):
+	// per tenant its policy, whether it takes encrypted vCons under
+	// require, and its trust anchors (PEM certificates, by fingerprint;
+	// anchors_at changes with them); per version the signers verified
+	// (JSON, NULL when none was checked) and why its metadata was left
+	// unread (NULL when it was read).
+	`
+ALTER TABLE tenants ADD COLUMN signatures TEXT NOT NULL DEFAULT 'off';
+ALTER TABLE tenants ADD COLUMN signatures_encrypted INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenants ADD COLUMN anchors_at INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE tenant_anchors (
+	tenant      BLOB NOT NULL REFERENCES tenants(id),
+	fingerprint TEXT NOT NULL,
+	pem         TEXT NOT NULL,
+	PRIMARY KEY (tenant, fingerprint)
+) WITHOUT ROWID;
+ALTER TABLE versions ADD COLUMN signers TEXT;
+ALTER TABLE versions ADD COLUMN unread TEXT;
+`,
 }

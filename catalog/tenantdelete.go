@@ -204,6 +204,7 @@ var tenantLast = []string{
 	`DELETE FROM pack_files WHERE tenant = ?`,
 	`DELETE FROM keys WHERE tenant = ?`,
 	`DELETE FROM tenant_keys WHERE tenant = ?`,
+	`DELETE FROM tenant_anchors WHERE tenant = ?`,
 	`DELETE FROM log_checkpoints WHERE log = ?`,
 	`DELETE FROM tenants WHERE id = ?`,
 }

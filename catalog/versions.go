@@ -68,23 +68,29 @@ type Version struct {
 	// (catalog/lawfulbasis.go): written by InsertVersion, read with every
 	// version, so that a read decides on the row it already reads.
 	Lawful lawfulbasis.Summary
+	// Signers is the JSON array of the signers its signatures were
+	// verified to (docs/FORMAT.md, "Signatures"), "" when none was
+	// checked; Unread says why its metadata was left unread, "" when it
+	// was read. Written by InsertVersion.
+	Signers string
+	Unread  string
 }
 
 const versionCols = `v.id, v.tenant, v.uuid, v.stored_at, v.content_type, v.content_encoding, v.form, v.size, v.sealed_size,
 	v.wrapped_key, v.hidden_at, v.purge, v.location, v.pack_file, v.pack_offset, v.pack_length,
 	(SELECT p.object_key FROM pack_files p WHERE p.id = v.pack_file),
-	v.lawful_basis, v.lawful_expires, v.purposes_granted, v.purposes_refused`
+	v.lawful_basis, v.lawful_expires, v.purposes_granted, v.purposes_refused, v.signers, v.unread`
 
 func scanVersion(r row, extra ...any) (Version, error) {
 	var v Version
 	var id, tenant, uuid, pack []byte
 	var stored int64
 	var hidden, off, length sql.NullInt64
-	var packKey, basis, granted, refused sql.NullString
+	var packKey, basis, granted, refused, signers, unread sql.NullString
 	var expires sql.NullInt64
 	dest := append([]any{&id, &tenant, &uuid, &stored, &v.ContentType, &v.ContentEncoding, &v.Form, &v.Size, &v.SealedSize,
 		&v.WrappedKey, &hidden, &v.Purge, &v.Location, &pack, &off, &length, &packKey,
-		&basis, &expires, &granted, &refused}, extra...)
+		&basis, &expires, &granted, &refused, &signers, &unread}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return v, ErrNotFound
@@ -104,6 +110,7 @@ func scanVersion(r row, extra ...any) (Version, error) {
 	v.PackOffset, v.PackLength, v.PackKey = off.Int64, length.Int64, packKey.String
 	v.Lawful = lawfulbasis.Summary{Basis: basis.String, Expires: nullTime(expires),
 		Granted: strings.Fields(granted.String), Refused: strings.Fields(refused.String)}
+	v.Signers, v.Unread = signers.String, unread.String
 	return v, nil
 }
 
@@ -148,10 +155,10 @@ func (tx *Tx) InsertVersion(v Version, mode StoreMode) (replaced bool, err error
 	}
 	basis, expires, granted, refused := lawfulCols(v.Lawful)
 	_, err = tx.exec(`INSERT INTO versions(id, tenant, uuid, stored_at, content_type, content_encoding, form, size, sealed_size, wrapped_key, location, body_mac,
-		lawful_basis, lawful_expires, purposes_granted, purposes_refused)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		lawful_basis, lawful_expires, purposes_granted, purposes_refused, signers, unread)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID[:], v.Tenant[:], v.UUID[:], nanos(v.StoredAt), v.ContentType, v.ContentEncoding, string(v.Form), v.Size, v.SealedSize, v.WrappedKey, string(v.Location), v.BodyMAC,
-		basis, expires, granted, refused)
+		basis, expires, granted, refused, nullString(v.Signers), nullString(v.Unread))
 	return replaced, err
 }
 

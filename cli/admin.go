@@ -22,6 +22,18 @@ func init() {
 	register(&command{name: "tenant set-metadata", args: "TENANT LEVEL", summary: "set the metadata level: none, form, times, counts or full", run: tenantSetMetadata})
 	register(&command{name: "tenant set-search", args: "TENANT off|parties|parties+subject", summary: "turn the tenant's blind party search on or off; on, the server indexes its kept versions in the background", run: tenantSetSearch})
 	register(&command{name: "tenant set-lawful-basis", args: "TENANT off|enforce|require", summary: "set what a store does with a vCon's lawful-basis attachments: off records them, enforce refuses a malformed one, require also a vCon without one", run: tenantSetLawfulBasis})
+	var sigCAs listFlag
+	var sigEncrypted bool
+	register(&command{
+		name: "tenant set-signatures", args: "TENANT off|verify|require",
+		summary: "set the tenant's signature policy: verify checks every signed vCon's signatures as it arrives, require also refuses unsigned ones (docs/signatures.md)",
+		flags: func(fs *flag.FlagSet) {
+			sigCAs, sigEncrypted = nil, false
+			fs.Var(&sigCAs, "ca", "a PEM file of trust anchors; together they replace the tenant's (repeat for more)")
+			fs.BoolVar(&sigEncrypted, "allow-encrypted", false, "under require, store encrypted vCons, which cannot be checked")
+		},
+		run: func(e *env, fs *flag.FlagSet, args []string) error { return tenantSetSignatures(e, args, sigCAs, sigEncrypted) },
+	})
 	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
 
 	var keyTenant, keyLabel string

@@ -249,3 +249,38 @@ func (r *sealedReader) Seek(offset int64, whence int) (int64, error) {
 	r.off = offset
 	return offset, nil
 }
+
+// Spool holds bytes to be read again, as an upload's body does: in
+// memory up to 1 MiB, past that in a sealed, unlinked file under dir
+// (made when first needed). A signed vCon's payload waits in one while
+// its signatures are checked (docs/signatures.md). A write never fails,
+// so that the reader feeding it reads on; Reader reports the first error.
+type Spool struct {
+	dir string
+	b   *uploadBody
+	err error
+}
+
+// NewSpool starts an empty spool whose file, if it needs one, is in dir.
+func NewSpool(dir string) *Spool { return &Spool{dir: dir, b: newUploadBody(dir)} }
+
+func (s *Spool) Write(p []byte) (int, error) {
+	if s.err == nil && s.b.spool == nil && len(*s.b.mem)+len(p) > memLimit {
+		s.err = os.MkdirAll(s.dir, 0o700)
+	}
+	if s.err == nil {
+		_, s.err = s.b.Write(p)
+	}
+	return len(p), nil
+}
+
+// Reader reads what was written, from the start; each call a new reader.
+func (s *Spool) Reader() (io.Reader, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.b.reader(), nil
+}
+
+// Release frees the buffer, or closes the file (which has no name).
+func (s *Spool) Release() { s.b.release() }

@@ -22,9 +22,12 @@ func statusOf(err error) (int, string) {
 	var ownKey *archive.TenantKeyError
 	var keyName *kms.KeyNameError
 	var lawful *archive.LawfulBasisRefused
+	var unsigned *archive.SignatureRefused
 	switch {
 	case errors.As(err, &lawful):
 		return http.StatusUnprocessableEntity, lawful.Error()
+	case errors.As(err, &unsigned):
+		return http.StatusUnprocessableEntity, unsigned.Error()
 	case errors.Is(err, catalog.ErrKeyRotated):
 		return http.StatusServiceUnavailable, "the master key was rotated a moment ago, and this server takes the new key within a second; nothing was done: retry"
 	case errors.As(err, &keyName):

@@ -112,6 +112,7 @@ func (s *Server) routes() []route {
 		operator("PUT /admin/tenants/{id}/retention", catalog.ScopeTenants, s.setRetention),
 		operator("PUT /admin/tenants/{id}/search", catalog.ScopeTenants, s.setSearch),
 		operator("PUT /admin/tenants/{id}/lawful-basis", catalog.ScopeTenants, s.setLawfulBasis),
+		operator("PUT /admin/tenants/{id}/signatures", catalog.ScopeTenants, s.setSignatures),
 		operator("PUT /admin/tenants/{id}/key", catalog.ScopeTenants, s.setKey),
 		operator("PUT /admin/tenants/{id}/webhook", catalog.ScopeWebhooks, s.setWebhook),
 		operator("GET /admin/tenants/{id}/holds", catalog.ScopeHolds, s.listHolds),

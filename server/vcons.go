@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -152,6 +153,11 @@ type versionJSON struct {
 	Form     vocab.Form `json:"form"`
 	Gzip     bool       `json:"gzip"`
 	Size     int64      `json:"size"`
+	// Signers are those its signatures were verified to, null when none
+	// was checked; Unread says why its metadata was left unread
+	// (docs/signatures.md).
+	Signers json.RawMessage `json:"signers"`
+	Unread  *string         `json:"unread,omitempty"`
 }
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key) (int, string) {
@@ -178,7 +184,13 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request, k catalog.Key)
 	out := make([]versionJSON, 0, len(vs))
 	for _, v := range vs {
 		j := versionJSON{Version: v.ID.String(), StoredAt: timeText(v.StoredAt), Current: v.Current, Hidden: v.HiddenAt != nil,
-			Form: v.Form, Gzip: vcon.Gzipped(v.ContentType, v.ContentEncoding), Size: v.Size}
+			Form: v.Form, Gzip: vcon.Gzipped(v.ContentType, v.ContentEncoding), Size: v.Size, Signers: json.RawMessage("null")}
+		if v.Signers != "" {
+			j.Signers = json.RawMessage(v.Signers)
+		}
+		if v.Unread != "" {
+			j.Unread = &v.Unread
+		}
 		if v.HiddenAt != nil {
 			t := timeText(*v.HiddenAt)
 			j.HiddenAt = &t

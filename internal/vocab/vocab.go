@@ -112,3 +112,23 @@ var LawfulModes = []LawfulMode{LawfulOff, LawfulEnforce, LawfulRequire}
 func ParseLawfulMode(s string) (LawfulMode, error) {
 	return parse("lawful-basis setting", LawfulModes, s)
 }
+
+// SignatureMode is a tenant's signature policy (docs/signatures.md): off
+// stores signed vCons as sent; verify checks every signed one as it
+// streams in; require also refuses unsigned ones.
+type SignatureMode string
+
+// The signature policies.
+const (
+	SignaturesOff     SignatureMode = "off"
+	SignaturesVerify  SignatureMode = "verify"
+	SignaturesRequire SignatureMode = "require"
+)
+
+// SignatureModes lists the signature policies.
+var SignatureModes = []SignatureMode{SignaturesOff, SignaturesVerify, SignaturesRequire}
+
+// ParseSignatureMode reads a signature policy by its name.
+func ParseSignatureMode(s string) (SignatureMode, error) {
+	return parse("signature policy", SignatureModes, s)
+}

@@ -8,95 +8,41 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
-	"encoding/json"
 	"io"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/test/kit/jwstest"
 )
 
-var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+var now = time.Now()
 
-// issue makes a certificate for key, signed by parent (self-signed when
-// nil), valid from a year before now to until.
-func issue(t *testing.T, cn string, key crypto.Signer, parent *x509.Certificate, parentKey crypto.Signer, ca bool, until time.Time, ku x509.KeyUsage) *x509.Certificate {
-	t.Helper()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.AddDate(-1, 0, 0), NotAfter: until, KeyUsage: ku, BasicConstraintsValid: true, IsCA: ca}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+func sign(t *testing.T, alg string, key crypto.Signer, hdr map[string]any, payload string) Signature {
+	s := jwstest.Sign(t, alg, key, hdr, payload)
+	return Signature{Protected: s.Protected, Value: s.Signature}
 }
 
+var (
+	b64 = jwstest.B64
+	x5c = jwstest.X5c
+)
+
 type pki struct {
-	root    *x509.Certificate
-	rootKey crypto.Signer
+	jwstest.CA
 	anchors *x509.CertPool
 }
 
 func newPKI(t *testing.T) pki {
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	root := issue(t, "Test Root", k, nil, nil, true, now.AddDate(10, 0, 0), x509.KeyUsageCertSign)
+	ca := jwstest.NewCA(t, "Test Root")
 	pool := x509.NewCertPool()
-	pool.AddCert(root)
-	return pki{root, k, pool}
+	pool.AddCert(ca.Cert)
+	return pki{ca, pool}
 }
 
 func (p pki) leaf(t *testing.T, key crypto.Signer, until time.Time, ku x509.KeyUsage) *x509.Certificate {
-	return issue(t, "Recorder 7", key, p.root, p.rootKey, false, until, ku)
-}
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-// sign makes a signature of payload (its base64url) under hdr, with key.
-func sign(t *testing.T, alg string, key crypto.Signer, hdr map[string]any, payload string) Signature {
-	t.Helper()
-	hdr["alg"] = alg
-	hb, _ := json.Marshal(hdr)
-	prot := b64(hb)
-	input := []byte(prot + "." + payload)
-	digest := sha256.Sum256(input)
-	var sig []byte
-	var err error
-	switch alg {
-	case "RS256":
-		sig, err = rsa.SignPKCS1v15(rand.Reader, key.(*rsa.PrivateKey), crypto.SHA256, digest[:])
-	case "PS256":
-		sig, err = rsa.SignPSS(rand.Reader, key.(*rsa.PrivateKey), crypto.SHA256, digest[:], &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash})
-	case "ES256":
-		r, s, e := ecdsa.Sign(rand.Reader, key.(*ecdsa.PrivateKey), digest[:])
-		sig, err = append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...), e
-	case "EdDSA":
-		sig = ed25519.Sign(key.(ed25519.PrivateKey), input)
-	default:
-		sig = []byte("x")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Signature{Protected: prot, Value: b64(sig)}
-}
-
-func x5c(certs ...*x509.Certificate) []string {
-	var out []string
-	for _, c := range certs {
-		out = append(out, base64.StdEncoding.EncodeToString(c.Raw))
-	}
-	return out
+	return p.Leaf(t, key, until, ku)
 }
 
 const uuid = "018f6b2e-4c1a-7d3e-9a51-6c2f0e8b7d41"

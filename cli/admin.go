@@ -32,7 +32,9 @@ func init() {
 			fs.Var(&sigCAs, "ca", "a PEM file of trust anchors; together they replace the tenant's (repeat for more)")
 			fs.BoolVar(&sigEncrypted, "allow-encrypted", false, "under require, store encrypted vCons, which cannot be checked")
 		},
-		run: func(e *env, fs *flag.FlagSet, args []string) error { return tenantSetSignatures(e, args, sigCAs, sigEncrypted) },
+		run: func(e *env, fs *flag.FlagSet, args []string) error {
+			return tenantSetSignatures(e, args, sigCAs, sigEncrypted)
+		},
 	})
 	register(&command{name: "tenant set-retention", args: "TENANT 30d|0d|default", summary: "set how long hidden versions are kept; default clears the override", run: tenantSetRetention})
 

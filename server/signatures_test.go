@@ -138,7 +138,7 @@ func TestSignaturesAtTheDoor(t *testing.T) {
 
 	objects := e.Count("objects")
 	refused := map[string]jwstest.Sig{
-		"the signature does not match": jwstest.Sign(t, "ES256", ecKey, map[string]any{"x5c": jwstest.X5c(leaf)}, unsigned(ids.NewRandom().String())),
+		"the signature does not match":            jwstest.Sign(t, "ES256", ecKey, map[string]any{"x5c": jwstest.X5c(leaf)}, unsigned(ids.NewRandom().String())),
 		"certificate signed by unknown authority": jwstest.Sign(t, "ES256", ecKey, map[string]any{"x5c": jwstest.X5c(other.Leaf(t, ecKey, year, use))}, p),
 		"certificate has expired":                 jwstest.Sign(t, "ES256", ecKey, map[string]any{"x5c": jwstest.X5c(ca.Leaf(t, ecKey, time.Now().Add(-time.Hour), use))}, p),
 		`alg \"none\" is no signature`:            jwstest.Sign(t, "none", ecKey, map[string]any{"x5c": jwstest.X5c(leaf)}, p),

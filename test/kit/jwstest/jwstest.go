@@ -36,7 +36,9 @@ func NewCA(t testing.TB, name string) CA {
 }
 
 // PEM is the root's certificate as PEM.
-func (c CA) PEM() []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Cert.Raw}) }
+func (c CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Cert.Raw})
+}
 
 // Leaf issues a certificate for key, valid until until, with key usage ku.
 func (c CA) Leaf(t testing.TB, key crypto.Signer, until time.Time, ku x509.KeyUsage) *x509.Certificate {

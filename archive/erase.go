@@ -94,7 +94,7 @@ func (a *Archive) Erase(ctx context.Context, r EraseRequest) (catalog.Erasure, e
 			return catalog.Erasure{}, ErrEraseNothing
 		}
 		cr.Token = &t
-		n, err := a.Cat.CountEncrypted(ctx, r.Tenant)
+		n, err := a.Cat.CountUnsearchable(ctx, r.Tenant)
 		if err != nil {
 			return catalog.Erasure{}, err
 		}

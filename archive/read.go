@@ -112,6 +112,9 @@ func inspectBody(r io.Reader, v catalog.Version, limit int64) (*vcon.Meta, error
 	if err != nil {
 		return nil, err
 	}
+	if v.Unread != "" {
+		leaveUnread(m)
+	}
 	_, err = io.Copy(io.Discard, r) // authenticate to the end
 	return m, err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/vcon"
+	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
 // Signatures at the door (docs/signatures.md; docs/FORMAT.md,
@@ -101,7 +102,7 @@ func checkSignatures(p signaturePolicy, m *vcon.Meta, payload func() (io.Reader,
 		if p.Mode != vocab.SignaturesOff {
 			return refuse("critical names the extension %q, which this server does not know; a vCon naming it may not be processed", unknown)
 		}
-		m.Parties, m.Subject, m.LawfulBasis.Basis = nil, nil, "unknown"
+		leaveUnread(m)
 		return signed{unread: fmt.Sprintf("critical names the extension %q, which this server does not know", unknown)}, nil
 	}
 	switch {
@@ -134,6 +135,16 @@ func checkSignatures(p signaturePolicy, m *vcon.Meta, payload func() (io.Reader,
 	return signed{signers: string(b)}, err
 }
 
+// leaveUnread drops the metadata of a vCon naming an extension the
+// server does not know, which it may not act on: no party for the index,
+// no subject, counts or lawful basis for the columns. The store and
+// every later reading of its body (inspectBody) leave it so.
+func leaveUnread(m *vcon.Meta) {
+	m.Parties, m.Subject, m.CreatedAt, m.UpdatedAt = nil, nil, nil, nil
+	m.PartyCount, m.DialogCount = vcon.CountUnknown, vcon.CountUnknown
+	m.LawfulBasis, m.LawfulBasisErr = lawfulbasis.Summary{Basis: lawfulbasis.Unknown}, nil
+}
+
 // unknownCritical is the first name critical lists that the server does
 // not know; "" when it knows them all.
 func unknownCritical(names []string) string {
@@ -152,7 +163,7 @@ func unknownCritical(names []string) string {
 	return ""
 }
 
-// SignerFingerprints is the audit record's note of a store's signers:
+// signerNote is the audit record's note of a store's signers:
 // their fingerprints, the first ten.
 func signerNote(signersJSON string) string {
 	var s []jws.Signer

@@ -84,7 +84,7 @@ type EraseRequest struct {
 	UUIDs        []ids.ID
 	Limit        int // vCons at most; more is a TooManyError
 	// Unsearchable is the count of the tenant's encrypted kept versions,
-	// read before the transaction (CountEncrypted): a party erasure says
+	// read before the transaction (CountUnsearchable): a party erasure says
 	// how many versions its filter could not reach.
 	Unsearchable int
 	// NotFound counts the uuids named that the tenant held nothing of,

@@ -328,12 +328,13 @@ func (c *Catalog) CountExport(ctx context.Context, tenant ids.ID, since, until t
 	return n, nil
 }
 
-// CountEncrypted counts a tenant's kept versions that are encrypted: the
-// search index cannot hold them. It reads the tenant's range of
+// CountUnsearchable counts a tenant's kept versions the search index
+// cannot hold: the encrypted ones, and those whose metadata was left
+// unread (docs/signatures.md). It reads the tenant's range of
 // versions_by_tenant, outside any write.
-func (c *Catalog) CountEncrypted(ctx context.Context, tenant ids.ID) (int, error) {
+func (c *Catalog) CountUnsearchable(ctx context.Context, tenant ids.ID) (int, error) {
 	var n int
-	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND form = ?`,
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tenant = ? AND purge = 0 AND (form = ? OR unread IS NOT NULL)`,
 		tenant[:], string(vocab.FormEncrypted)).Scan(&n)
 	return n, err
 }

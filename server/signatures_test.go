@@ -179,4 +179,19 @@ func TestSignaturesAtTheDoor(t *testing.T) {
 	if len(vs.Versions) != 1 || !strings.Contains(vs.Versions[0].Unread, "x_redaction") {
 		t.Errorf("the unread one's versions: %+v", vs)
 	}
+	// Not in the blind index, and counted as such by an erasure.
+	e.CLI("tenant", "set-search", tenant, "parties")
+	e.Daemon.IndexSearch(t.Context())
+	var found struct{ UUIDs []string }
+	e.Do("GET", "/vcons?tel=%2B15555550151", k.Token, nil).JSON(t, &found)
+	if len(found.UUIDs) != 0 {
+		t.Errorf("a search finds the unread vCon: %v", found.UUIDs)
+	}
+	del := e.NewKey(tenant, "delete")
+	r := e.Do("POST", "/erasures", del.Token, []byte(`{"tel":"tel:+15555550151"}`), "Content-Type", "application/json")
+	var er struct{ Unsearchable int }
+	r.JSON(t, &er)
+	if r.Status != 200 || er.Unsearchable != 2 { // the encrypted one and the unread one
+		t.Errorf("an erasure by the unread one's party: %d %s, want unsearchable 2", r.Status, r.Body)
+	}
 }

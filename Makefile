@@ -6,7 +6,7 @@ PKG      = github.com/vcon-server/vcon-server
 LDFLAGS  = -s -w -buildid= -X $(PKG)/cli.Version=$(VERSION)
 BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)"
 
-.PHONY: build run test test-tools docs-test lint bench perf soak scale replica-bench webhook-bench audit-log-bench lawful-basis-bench fuzz release release-check clean
+.PHONY: build run test test-tools docs-test lint bench perf soak scale replica-bench webhook-bench audit-log-bench lawful-basis-bench signatures-bench fuzz release release-check clean
 
 build:
 	$(BUILD) -o bin/vcon-server .
@@ -116,6 +116,9 @@ audit-log-bench:
 # part of test.
 lawful-basis-bench:
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkPurposeReads$$' -benchtime 1x ./test/e2e/
+
+signatures-bench:
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkSignedIngest$$' -benchtime 1x ./test/e2e/
 
 # Every fuzz target for FUZZTIME seconds each.
 FUZZTIME ?= 60

@@ -2,9 +2,7 @@ package archive
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -207,8 +205,7 @@ func ParseAnchors(pemText []byte) ([]catalog.Anchor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("a CERTIFICATE block is not a certificate: %v", err)
 		}
-		sum := sha256.Sum256(c.Raw)
-		out = append(out, catalog.Anchor{Fingerprint: hex.EncodeToString(sum[:]), PEM: string(pem.EncodeToMemory(b))})
+		out = append(out, catalog.Anchor{Fingerprint: jws.Fingerprint(c), PEM: string(pem.EncodeToMemory(b))})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("it holds no PEM certificate (-----BEGIN CERTIFICATE-----)")

@@ -83,6 +83,8 @@ func planCases(f *planFixture) []planCase {
 			"SEARCH erase_todo USING INDEX sqlite_autoindex_erase_todo_1 (erasure=?)"},
 		{"qDueEvents", qDueEvents, []any{f.mid[:], tenantsEnd, nanos(f.now), 4, 64},
 			"SEARCH w USING PRIMARY KEY (tenant>? AND tenant<?)"},
+		{"qSigned", qSigned, []any{t, mid, 1000},
+			"SEARCH versions USING INDEX versions_by_tenant (tenant=? AND id>?)"},
 		{"qExpired", qExpired, []any{t, nanos(f.now), 250},
 			"SEARCH v USING INDEX versions_lawful_expires (tenant=? AND lawful_expires>? AND lawful_expires<?)"},
 		{"qExpiredTenants", qExpiredTenants, []any{nanos(f.now)},

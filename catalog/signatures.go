@@ -81,3 +81,28 @@ func (c *Catalog) SetSignatures(ctx context.Context, id ids.ID, p SignaturePolic
 		return err
 	})
 }
+
+// SignedVersion is a kept version and the signers its signatures were
+// verified to (Version.Signers).
+type SignedVersion struct {
+	ID, UUID ids.ID
+	Signers  string
+}
+
+// qSigned pages a tenant's kept versions that have signers, in id order:
+// a range of versions_by_tenant.
+const qSigned = `SELECT id, uuid, signers FROM versions INDEXED BY versions_by_tenant
+	WHERE tenant = ? AND id > ? AND purge = 0 AND signers IS NOT NULL ORDER BY id LIMIT ?`
+
+// SignedVersions reads up to limit of a tenant's kept versions with
+// signers after the version id after, in id order.
+func (c *Catalog) SignedVersions(ctx context.Context, tenant, after ids.ID, limit int) ([]SignedVersion, error) {
+	return queryAll(ctx, c.db, "signed versions", func(r row) (SignedVersion, error) {
+		var v SignedVersion
+		var id, uuid []byte
+		err := r.Scan(&id, &uuid, &v.Signers)
+		copy(v.ID[:], id)
+		copy(v.UUID[:], uuid)
+		return v, err
+	}, qSigned, tenant[:], after[:], limit)
+}

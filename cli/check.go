@@ -10,15 +10,23 @@ import (
 )
 
 func init() {
-	var deep bool
+	var deep, signatures bool
+	var within string
 	register(&command{
 		name:    "check",
 		summary: "check every kept version's stored bytes and every audit log's tree and checkpoint, server stopped; one JSON line per tenant; exits 1 on damage or a problem",
 		flags: func(fs *flag.FlagSet) {
-			deep = false
+			deep, signatures, within = false, false, "0d"
 			fs.BoolVar(&deep, "deep", false, "also open every version with its data key, proving its bytes authentic")
+			fs.BoolVar(&signatures, "signatures", false, "instead, list the versions whose signer's certificate has expired or expires within --within, or whose trust anchor the tenant dropped (docs/signatures.md); the server may run")
+			fs.StringVar(&within, "within", "0d", "with --signatures, a window such as 90d")
 		},
-		run: func(e *env, _ *flag.FlagSet, _ []string) error { return runCheck(e, deep) },
+		run: func(e *env, _ *flag.FlagSet, _ []string) error {
+			if signatures {
+				return checkSignatures(e, within)
+			}
+			return runCheck(e, deep)
+		},
 	})
 }
 

@@ -195,3 +195,51 @@ func TestSignaturesAtTheDoor(t *testing.T) {
 		t.Errorf("an erasure by the unread one's party: %d %s, want unsearchable 2", r.Status, r.Body)
 	}
 }
+
+// TestCheckSignatures: check --signatures --within 90d lists a version
+// whose signer's certificate expires in 30 days, not with --within 7d,
+// and lists every signed version once the tenant drops their anchor.
+func TestCheckSignatures(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	tenant := e.Tenant("acme")
+	k := e.NewKey(tenant, "write")
+	ca := jwstest.NewCA(t, "Test Root")
+	setSignatures(t, e, "verify", ca.PEM())
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	stored := map[string]string{}
+	for _, days := range []int{30, 365} {
+		u := ids.NewRandom().String()
+		p := jwstest.B64([]byte(`{"vcon":"0.4.0","uuid":"` + u + `"}`))
+		leaf := ca.Leaf(t, key, time.Now().AddDate(0, 0, days), x509.KeyUsageDigitalSignature)
+		r := e.Do("POST", "/vcons", k.Token, jwstest.Signed(p, jwstest.Sign(t, "ES256", key, map[string]any{"x5c": jwstest.X5c(leaf)}, p)), "Content-Type", "application/vcon")
+		if r.Status != 201 {
+			t.Fatalf("store: %d %s", r.Status, r.Body)
+		}
+		stored[u] = leaf.NotAfter.UTC().Format(time.RFC3339)
+	}
+	lines := func(within string) []map[string]string {
+		var out []map[string]string
+		for _, l := range strings.Split(strings.TrimSpace(e.CLI("check", "--signatures", "--within", within)), "\n") {
+			if l == "" {
+				continue
+			}
+			var m map[string]string
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	got := lines("90d")
+	if len(got) != 1 || stored[got[0]["uuid"]] != got[0]["not_after"] || got[0]["why"] != "its certificate expires within 90d" || got[0]["tenant"] != tenant {
+		t.Errorf("--within 90d: %v", got)
+	}
+	if got := lines("7d"); len(got) != 0 {
+		t.Errorf("--within 7d: %v", got)
+	}
+	setSignatures(t, e, "verify", jwstest.NewCA(t, "Another Root").PEM())
+	if got := lines("7d"); len(got) != 2 || got[0]["why"] != "its trust anchor is no longer the tenant's" {
+		t.Errorf("after the anchor changed: %v", got)
+	}
+}

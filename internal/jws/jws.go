@@ -41,6 +41,9 @@ type Signer struct {
 	Issuer      string    `json:"issuer"`
 	NotAfter    time.Time `json:"not_after"`
 	Alg         string    `json:"alg"`
+	// Anchor is the fingerprint of the trust anchor its chain led to:
+	// check --signatures finds a signer whose anchor the tenant dropped.
+	Anchor string `json:"anchor"`
 }
 
 // Signature is one signature as sent: the protected header and the
@@ -110,16 +113,21 @@ func Verify(sig Signature, c Check) (Signer, error) {
 		}
 		return Signer{}, errors.New("it carries no certificate chain (x5c)")
 	}
-	leaf, err := chain(x5c, c)
+	leaf, anchor, err := chain(x5c, c)
 	if err != nil {
 		return Signer{}, err
 	}
 	if err := verifySig(alg, leaf.PublicKey, sig, c); err != nil {
 		return Signer{}, err
 	}
-	sum := sha256.Sum256(leaf.Raw)
-	return Signer{Fingerprint: hex.EncodeToString(sum[:]), Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(),
-		NotAfter: leaf.NotAfter.UTC(), Alg: alg}, nil
+	return Signer{Fingerprint: Fingerprint(leaf), Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(),
+		NotAfter: leaf.NotAfter.UTC(), Alg: alg, Anchor: Fingerprint(anchor)}, nil
+}
+
+// Fingerprint is the SHA-256 of a certificate's DER, lowercase hex.
+func Fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // decodeHeader reads a base64url header, strictly (RFC 7515: no padding).
@@ -135,38 +143,38 @@ func decodeHeader(b64 string, h *header) error {
 }
 
 // chain parses x5c and verifies it to an anchor at c.Now; it returns the
-// leaf.
-func chain(x5c []string, c Check) (*x509.Certificate, error) {
+// leaf and the anchor.
+func chain(x5c []string, c Check) (leaf, anchor *x509.Certificate, err error) {
 	if len(x5c) > MaxChain {
-		return nil, fmt.Errorf("its chain holds %d certificates, more than %d", len(x5c), MaxChain)
+		return nil, nil, fmt.Errorf("its chain holds %d certificates, more than %d", len(x5c), MaxChain)
 	}
 	certs := make([]*x509.Certificate, len(x5c))
 	for i, s := range x5c {
-		der, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, fmt.Errorf("x5c[%d] is not base64", i)
+		der, derr := base64.StdEncoding.DecodeString(s)
+		if derr != nil {
+			return nil, nil, fmt.Errorf("x5c[%d] is not base64", i)
 		}
 		if certs[i], err = x509.ParseCertificate(der); err != nil {
-			return nil, fmt.Errorf("x5c[%d] is not a certificate: %v", i, err)
+			return nil, nil, fmt.Errorf("x5c[%d] is not a certificate: %v", i, err)
 		}
 	}
-	leaf := certs[0]
+	leaf = certs[0]
 	inter := x509.NewCertPool()
 	for _, ic := range certs[1:] {
 		inter.AddCert(ic)
 	}
 	if c.Anchors == nil {
-		return nil, errors.New("the tenant has no trust anchor: add one with tenant set-signatures --ca")
+		return nil, nil, errors.New("the tenant has no trust anchor: add one with tenant set-signatures --ca")
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: c.Anchors, Intermediates: inter, CurrentTime: c.Now,
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: c.Anchors, Intermediates: inter, CurrentTime: c.Now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	if err != nil {
-		return nil, fmt.Errorf("its certificate does not verify to the tenant's trust anchors: %v", err)
+		return nil, nil, fmt.Errorf("its certificate does not verify to the tenant's trust anchors: %v", err)
 	}
 	if ku := leaf.KeyUsage; ku != 0 && ku&(x509.KeyUsageDigitalSignature|x509.KeyUsageContentCommitment) == 0 {
-		return nil, errors.New("its certificate's key usage does not allow signing (digitalSignature or nonRepudiation)")
+		return nil, nil, errors.New("its certificate's key usage does not allow signing (digitalSignature or nonRepudiation)")
 	}
-	return leaf, nil
+	return leaf, chains[0][len(chains[0])-1], nil
 }
 
 // verifySig checks the signature value with the leaf's key, for alg.

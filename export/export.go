@@ -325,7 +325,7 @@ func (x *run) openPart(ctx context.Context, date string) error {
 	// megabyte per write is plenty, and a whole megabyte per file would be
 	// a fifth of the row group's own bound.
 	buf := bufio.NewWriterSize(up, 256<<10)
-	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level)}
+	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level, x.lawful())}
 	return nil
 }
 

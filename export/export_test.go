@@ -36,7 +36,7 @@ var levelColumns = map[string][]string{
 	"none":   {"version,UUID", "stored_at,TIMESTAMP WITH TIME ZONE", "sealed,BLOB"},
 	"form":   {"form,VARCHAR", "gzip,BOOLEAN", "size,BIGINT"},
 	"times":  {"created_at,TIMESTAMP WITH TIME ZONE", "updated_at,TIMESTAMP WITH TIME ZONE"},
-	"counts": {"party_count,INTEGER", "dialog_count,INTEGER", "lawful_basis,VARCHAR", "expires_at,TIMESTAMP WITH TIME ZONE"},
+	"counts": {"party_count,INTEGER", "dialog_count,INTEGER"},
 	"full":   {"uuid,UUID", "subject,VARCHAR", `parties,STRUCT(tel VARCHAR, mailto VARCHAR, "name" VARCHAR)[]`},
 }
 

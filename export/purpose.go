@@ -5,6 +5,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon/lawfulbasis"
 )
 
@@ -54,4 +55,11 @@ func purposeText(p string) *string {
 		return nil
 	}
 	return &p
+}
+
+// lawful says whether the files carry the lawful-basis columns: for a
+// tenant whose lawful-basis mode is not off, and for an export for a
+// purpose (docs/export.md); other files keep the columns of their level.
+func (x *run) lawful() bool {
+	return x.opt.Purpose != "" || (x.opt.Tenant.LawfulBasis != "" && x.opt.Tenant.LawfulBasis != vocab.LawfulOff)
 }

@@ -138,11 +138,20 @@ func TestExportForPurpose(t *testing.T) {
 }
 
 // checkCountsColumns exports every version (no purpose: nothing withheld,
-// purpose null) and checks each row's lawful_basis and expires_at against
-// the catalog's record of that version.
+// purpose null) of the tenant, first under lawful-basis mode off, whose
+// files have no lawful-basis columns, then under enforce, and checks each
+// row's lawful_basis and expires_at against the catalog's record of that
+// version.
 func checkCountsColumns(t *testing.T, e *testenv.Env, tenant string, all map[string]kept) {
 	t.Helper()
 	dir := t.TempDir()
+	off := exportCLI(t, e, "--tenant", tenant, "--to", dir)
+	if cols := describe(t, dir+"/tenant=*/date=*/*.parquet"); off.Rows == 0 || slices.Contains(cols, "lawful_basis,VARCHAR") {
+		t.Errorf("an export of a tenant whose mode is off has the lawful-basis columns: %v", cols)
+	}
+	e.CLI("tenant", "set-lawful-basis", tenant, "enforce")
+	defer e.CLI("tenant", "set-lawful-basis", tenant, "off")
+	dir = t.TempDir()
 	r := exportCLI(t, e, "--tenant", tenant, "--to", dir)
 	if r.Purpose != nil || r.Withheld != 0 || r.Rows != int64(len(all)) {
 		t.Fatalf("export line %+v; want no purpose, nothing withheld, %d rows", r, len(all))

@@ -193,8 +193,6 @@ var exportLevelColumns = map[vocab.Level][][2]string{
 	vocab.LevelCounts: {
 		{"party_count", "INTEGER"},
 		{"dialog_count", "INTEGER"},
-		{"lawful_basis", "VARCHAR"},
-		{"expires_at", "TIMESTAMP WITH TIME ZONE"},
 	},
 	vocab.LevelFull: {
 		{"uuid", "UUID"},
@@ -202,6 +200,10 @@ var exportLevelColumns = map[vocab.Level][][2]string{
 		{"parties", `STRUCT(tel VARCHAR, mailto VARCHAR, "name" VARCHAR)[]`},
 	},
 }
+
+// lawfulColumns follow counts' own in a file written with the lawful-basis
+// columns.
+var lawfulColumns = [][2]string{{"lawful_basis", "VARCHAR"}, {"expires_at", "TIMESTAMP WITH TIME ZONE"}}
 
 // exportTestRows are three rows: every field set, every field nil, and
 // parties an empty list.
@@ -240,10 +242,10 @@ func exportTestRows(t *testing.T) []ExportRow {
 	}
 }
 
-func writeExport(t testing.TB, level vocab.Level, rows []ExportRow) []byte {
+func writeExport(t testing.TB, level vocab.Level, rows []ExportRow, lawful bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := NewExportWriter(&buf, level)
+	w := NewExportWriter(&buf, level, lawful)
 	for _, r := range rows {
 		if err := w.Write(r); err != nil {
 			t.Fatal(err)
@@ -261,7 +263,6 @@ func writeExport(t testing.TB, level vocab.Level, rows []ExportRow) []byte {
 
 func TestExportFilesInDuckDB(t *testing.T) {
 	duckdbtest.Path(t)
-	tenant := "3b0d5f4e-8a41-4b1c-9c57-6d2e0f1a2b3c"
 	rows := exportTestRows(t)
 
 	// What DuckDB shows of each row, column by column (as text, NULL as
@@ -286,65 +287,78 @@ func TestExportFilesInDuckDB(t *testing.T) {
 			"", "[]",
 		},
 	}
-	var columns [][2]string
+	var plain, withLawful [][2]string
 	for _, level := range vocab.Levels {
-		columns = append(columns, exportLevelColumns[level]...)
-		t.Run(string(level), func(t *testing.T) {
-			file := writeExport(t, level, rows)
-			checkPagesPlainV2(t, file)
-			dir := t.TempDir()
-			path := filepath.Join(dir, "tenant="+tenant, "date=2026-11-05", "part-"+ids.NewRandom().String()+".parquet")
-			writeFile(t, path, file)
-
-			// DESCRIBE, as seed 001 runs it: the level's columns, then
-			// DuckDB's date and tenant from the directory names.
-			desc := duckdbtest.Query(t, "DESCRIBE SELECT * FROM read_parquet("+sqlString(dir+"/tenant="+tenant+"/date=*/*.parquet")+")")
-			var got, want []string
-			for _, r := range desc {
-				got = append(got, r[0]+","+r[1])
-			}
-			want = append(want, "column_name,column_type")
-			for _, c := range columns {
-				want = append(want, c[0]+","+c[1])
-			}
-			want = append(want, "date,DATE", "tenant,VARCHAR")
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("DESCRIBE at level %s:\n%s\nwant:\n%s", level, strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
-			t.Logf("DESCRIBE at level %s:\n%s", level, strings.Join(got, "\n"))
-
-			// Every value, NULL where the row's field was nil.
-			var exprs []string
-			optional := map[string]bool{}
-			for _, c := range columns {
-				exprs = append(exprs, fmt.Sprintf("coalesce(%s, '')", textOf(c[0])), fmt.Sprintf("%s IS NULL", c[0]))
-				if c[0] != "version" && c[0] != "stored_at" && c[0] != "sealed" {
-					optional[c[0]] = true
-				}
-			}
-			res := duckdbtest.Query(t, "SELECT "+strings.Join(exprs, ", ")+" FROM read_parquet("+sqlString(path)+") ORDER BY version")
-			if len(res) != 1+len(rows) {
-				t.Fatalf("DuckDB read %d rows, want %d", len(res)-1, len(rows))
-			}
-			for i, r := range res[1:] {
-				for j, c := range columns {
-					text, isNull := r[2*j], r[2*j+1]
-					wantText := wantValues[c[0]][i]
-					wantNull := optional[c[0]] && wantText == ""
-					if text != wantText || isNull != strconv.FormatBool(wantNull) {
-						t.Errorf("row %d, %s: DuckDB read %q (null %s), want %q (null %t)", i, c[0], text, isNull, wantText, wantNull)
-					}
-				}
-			}
-
-			kv := duckdbtest.Query(t, "SELECT decode(key), decode(value) FROM parquet_kv_metadata("+sqlString(path)+") ORDER BY 1")
-			if got, want := fmt.Sprint(kv[1:]), fmt.Sprintf("[[vcon-server.format 1] [vcon-server.metadata %s]]", level); got != want {
-				t.Errorf("parquet_kv_metadata: %s, want %s", got, want)
-			}
-
-			checkChunksInDuckDB(t, path, optional)
-		})
+		plain = append(plain, exportLevelColumns[level]...)
+		withLawful = append(withLawful, exportLevelColumns[level]...)
+		if level == vocab.LevelCounts {
+			withLawful = append(withLawful, lawfulColumns...)
+		}
+		t.Run(string(level), func(t *testing.T) { checkExportLevel(t, level, rows, false, plain, wantValues) })
+		if level == vocab.LevelCounts || level == vocab.LevelFull {
+			t.Run(string(level)+"+lawful", func(t *testing.T) { checkExportLevel(t, level, rows, true, withLawful, wantValues) })
+		}
 	}
+}
+
+// checkExportLevel writes rows at level, with the lawful-basis columns or
+// not, and reads the file with DuckDB: its columns, every value, its
+// key/value metadata and its chunks.
+func checkExportLevel(t *testing.T, level vocab.Level, rows []ExportRow, lawful bool, columns [][2]string, wantValues map[string][3]string) {
+	const tenant = "3b0d5f4e-8a41-4b1c-9c57-6d2e0f1a2b3c"
+	file := writeExport(t, level, rows, lawful)
+	checkPagesPlainV2(t, file)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenant="+tenant, "date=2026-11-05", "part-"+ids.NewRandom().String()+".parquet")
+	writeFile(t, path, file)
+
+	// DESCRIBE, as seed 001 runs it: the level's columns, then
+	// DuckDB's date and tenant from the directory names.
+	desc := duckdbtest.Query(t, "DESCRIBE SELECT * FROM read_parquet("+sqlString(dir+"/tenant="+tenant+"/date=*/*.parquet")+")")
+	var got, want []string
+	for _, r := range desc {
+		got = append(got, r[0]+","+r[1])
+	}
+	want = append(want, "column_name,column_type")
+	for _, c := range columns {
+		want = append(want, c[0]+","+c[1])
+	}
+	want = append(want, "date,DATE", "tenant,VARCHAR")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("DESCRIBE at level %s:\n%s\nwant:\n%s", level, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("DESCRIBE at level %s:\n%s", level, strings.Join(got, "\n"))
+
+	// Every value, NULL where the row's field was nil.
+	var exprs []string
+	optional := map[string]bool{}
+	for _, c := range columns {
+		exprs = append(exprs, fmt.Sprintf("coalesce(%s, '')", textOf(c[0])), fmt.Sprintf("%s IS NULL", c[0]))
+		if c[0] != "version" && c[0] != "stored_at" && c[0] != "sealed" {
+			optional[c[0]] = true
+		}
+	}
+	res := duckdbtest.Query(t, "SELECT "+strings.Join(exprs, ", ")+" FROM read_parquet("+sqlString(path)+") ORDER BY version")
+	if len(res) != 1+len(rows) {
+		t.Fatalf("DuckDB read %d rows, want %d", len(res)-1, len(rows))
+	}
+	for i, r := range res[1:] {
+		for j, c := range columns {
+			text, isNull := r[2*j], r[2*j+1]
+			wantText := wantValues[c[0]][i]
+			wantNull := optional[c[0]] && wantText == ""
+			if text != wantText || isNull != strconv.FormatBool(wantNull) {
+				t.Errorf("row %d, %s: DuckDB read %q (null %s), want %q (null %t)", i, c[0], text, isNull, wantText, wantNull)
+			}
+		}
+	}
+
+	kv := duckdbtest.Query(t, "SELECT decode(key), decode(value) FROM parquet_kv_metadata("+sqlString(path)+") ORDER BY 1")
+	if got, want := fmt.Sprint(kv[1:]), fmt.Sprintf("[[vcon-server.format 1] [vcon-server.metadata %s]]", level); got != want {
+		t.Errorf("parquet_kv_metadata: %s, want %s", got, want)
+	}
+
+	checkChunksInDuckDB(t, path, optional)
 }
 
 // textOf is the SQL that shows column c as the test compares it.
@@ -377,7 +391,7 @@ func TestExportSeedQueries(t *testing.T) {
 			Parties: []Party{{Tel: s(fmt.Sprintf("+1555555010%d", i+1)), Name: s("Caller Example")}},
 		})
 	}
-	file := writeExport(t, vocab.LevelCounts, rows)
+	file := writeExport(t, vocab.LevelCounts, rows, false)
 	for _, clear := range []string{"Export example", "+15555550101", "Caller Example"} {
 		if bytes.Contains(file, []byte(clear)) {
 			t.Errorf("a file at level counts holds %q", clear)
@@ -413,8 +427,6 @@ created_at,TIMESTAMP WITH TIME ZONE
 updated_at,TIMESTAMP WITH TIME ZONE
 party_count,INTEGER
 dialog_count,INTEGER
-lawful_basis,VARCHAR
-expires_at,TIMESTAMP WITH TIME ZONE
 date,DATE
 tenant,VARCHAR`
 	if strings.Join(cut, "\n") != want {

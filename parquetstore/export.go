@@ -75,18 +75,31 @@ type (
 	}
 	exportCounts struct {
 		exportTimes
-		PartyCount  *int32     `parquet:"party_count"`
-		DialogCount *int32     `parquet:"dialog_count"`
+		PartyCount  *int32 `parquet:"party_count"`
+		DialogCount *int32 `parquet:"dialog_count"`
+	}
+	// The lawful-basis columns follow counts' in the files of a tenant
+	// whose lawful-basis mode is not off, and of an export for a purpose
+	// (docs/export.md); other files have the columns they always had.
+	exportCountsLawful struct {
+		exportCounts
 		LawfulBasis *string    `parquet:"lawful_basis,plain"`
 		ExpiresAt   *time.Time `parquet:"expires_at,timestamp(nanosecond:utc)"`
 	}
-	exportFull struct {
-		exportCounts
+	fullColumns struct {
 		// An all-zero uuid is written as NULL: that is how a nil UUID is
 		// passed, and the nil UUID is no vCon's uuid.
 		UUID    ids.ID        `parquet:"uuid,optional,uuid"`
 		Subject *string       `parquet:"subject,plain"`
 		Parties []exportParty `parquet:"parties,optional,list"`
+	}
+	exportFull struct {
+		exportCounts
+		fullColumns
+	}
+	exportFullLawful struct {
+		exportCountsLawful
+		fullColumns
 	}
 	exportParty struct {
 		Tel    *string `parquet:"tel,plain"`
@@ -108,12 +121,15 @@ func toTimes(r *ExportRow) exportTimes {
 }
 
 func toCounts(r *ExportRow) exportCounts {
-	return exportCounts{exportTimes: toTimes(r), PartyCount: r.PartyCount, DialogCount: r.DialogCount,
-		LawfulBasis: r.LawfulBasis, ExpiresAt: r.ExpiresAt}
+	return exportCounts{exportTimes: toTimes(r), PartyCount: r.PartyCount, DialogCount: r.DialogCount}
 }
 
-func toFull(r *ExportRow) exportFull {
-	f := exportFull{exportCounts: toCounts(r), Subject: r.Subject}
+func toCountsLawful(r *ExportRow) exportCountsLawful {
+	return exportCountsLawful{exportCounts: toCounts(r), LawfulBasis: r.LawfulBasis, ExpiresAt: r.ExpiresAt}
+}
+
+func toFullColumns(r *ExportRow) fullColumns {
+	f := fullColumns{Subject: r.Subject}
 	if r.UUID != nil {
 		f.UUID = *r.UUID
 	}
@@ -124,6 +140,14 @@ func toFull(r *ExportRow) exportFull {
 		}
 	}
 	return f
+}
+
+func toFull(r *ExportRow) exportFull {
+	return exportFull{exportCounts: toCounts(r), fullColumns: toFullColumns(r)}
+}
+
+func toFullLawful(r *ExportRow) exportFullLawful {
+	return exportFullLawful{exportCountsLawful: toCountsLawful(r), fullColumns: toFullColumns(r)}
 }
 
 // rowSize estimates what a row adds to the row group in memory.
@@ -192,9 +216,10 @@ type ExportWriter struct {
 }
 
 // NewExportWriter starts an export file at level on w, a temporary file or
-// an upload that the caller makes visible only once Close has succeeded. An
-// unknown level is reported by Write and Close.
-func NewExportWriter(w io.Writer, level vocab.Level) *ExportWriter {
+// an upload that the caller makes visible only once Close has succeeded;
+// lawful adds the lawful-basis columns at counts and full. An unknown
+// level is reported by Write and Close.
+func NewExportWriter(w io.Writer, level vocab.Level, lawful bool) *ExportWriter {
 	opts := append(writerOptions(),
 		parquet.KeyValueMetadata(MetadataLevel, string(level)),
 		parquet.SkipPageStatistics("sealed"),
@@ -210,9 +235,17 @@ func NewExportWriter(w io.Writer, level vocab.Level) *ExportWriter {
 	case vocab.LevelTimes:
 		ew.w = newLevelWriter(out, toTimes, opts)
 	case vocab.LevelCounts:
-		ew.w = newLevelWriter(out, toCounts, opts)
+		if lawful {
+			ew.w = newLevelWriter(out, toCountsLawful, opts)
+		} else {
+			ew.w = newLevelWriter(out, toCounts, opts)
+		}
 	case vocab.LevelFull:
-		ew.w = newLevelWriter(out, toFull, opts)
+		if lawful {
+			ew.w = newLevelWriter(out, toFullLawful, opts)
+		} else {
+			ew.w = newLevelWriter(out, toFull, opts)
+		}
 	default:
 		_, err := vocab.ParseLevel(string(level))
 		ew.err = fmt.Errorf("parquetstore: export writer: %w", err)

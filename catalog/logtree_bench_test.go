@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"sync"
 	"testing"
 )
 
@@ -45,6 +46,58 @@ func BenchmarkAuditAppend(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkAuditNotes commits the audit records of reads as the server
+// does, as notes from 16 goroutines (batches of a few records each):
+// their rows alone ("row"), then rows and leaves ("leaf"). Where
+// BenchmarkAuditAppend measures an append, this measures what a batch
+// adds (reading the log's head, writing its nodes):
+//
+//	go test -run '^$' -bench AuditNotes -benchtime 20000x ./catalog/
+func BenchmarkAuditNotes(b *testing.B) {
+	for _, leaf := range []bool{false, true} {
+		name := "row"
+		if leaf {
+			name = "leaf"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			c, tn := withTenant(b, b.TempDir())
+			r := Record{Actor: "key:0123456789abcdef", Label: "ingest", Action: "read", Target: "019ad2c4-7a1e-7cc3-9a55-3d2f1e0b7c11", Status: 200}
+			note := func() error {
+				if leaf {
+					return c.NoteAudit(ctx, tn.ID, r)
+				}
+				return c.Note(ctx, func(tx *Tx) error {
+					_, err := tx.exec(`INSERT INTO audit(tenant, at, actor, label, action, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+						tn.ID[:], nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Target), r.Status)
+					return err
+				})
+			}
+			work := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					for range work {
+						if err := note(); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+			}
+			cpu0, commits0 := processCPU(), c.Commits()
+			b.ResetTimer()
+			for range b.N {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(b.N)/float64(c.Commits()-commits0), "records/batch")
 		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -148,71 +147,33 @@ type logTx interface {
 	addNodes(n nodeRow) error
 }
 
-// A nodeRow is a row of log_nodes.
-type nodeRow struct {
-	log    []byte
-	idx    uint64
-	rec    int64
-	hashes []byte
-}
-
-// addNodes keeps n for the batch to write before it commits (flushNodes):
-// one statement of many rows costs a record a fraction of its own insert.
-func (tx *Tx) addNodes(n nodeRow) error {
-	tx.nodes = append(tx.nodes, n)
-	return nil
-}
-
-// nodeChunks are the row counts of the inserts flushNodes runs, largest
-// first: a few fixed texts, each kept prepared.
-var nodeChunks = []int{64, 16, 4, 1}
-
-// flushNodes writes the nodes of a batch's calls that succeeded, in the
-// batch's transaction, before it commits (catalog/writer.go).
-func flushNodes(tx *Tx, rows []nodeRow) error {
-	for _, chunk := range nodeChunks {
-		q := `INSERT INTO log_nodes(log, idx, rec, hashes) VALUES (?, ?, ?, ?)` + strings.Repeat(`, (?, ?, ?, ?)`, chunk-1)
-		for len(rows) >= chunk {
-			args := make([]any, 0, 4*chunk)
-			for _, n := range rows[:chunk] {
-				args = append(args, n.log, int64(n.idx), n.rec, n.hashes)
-			}
-			if _, err := tx.exec(q, args...); err != nil {
-				return fmt.Errorf("catalog: append to the audit log: %w", err)
-			}
-			rows = rows[chunk:]
-		}
-	}
-	return nil
-}
-
 func (tx *Tx) head(log []byte) (logHead, bool, error) {
 	for i := range tx.heads {
 		if tx.heads[i].log == string(log) {
 			return tx.heads[i].h, true, nil
 		}
 	}
-	k := string(log)
-	if h, ok := tx.batch[k]; ok {
+	if h, ok := tx.batch[string(log)]; ok {
 		return h, false, nil
 	}
-	// Another process (the CLI beside a serving server) may have appended
-	// since: a kept head is checked against the rows once a batch, in the
-	// batch's transaction, which holds the write lock.
-	var last int64
-	if err := tx.queryRow(`SELECT coalesce(max(idx), -1) FROM log_nodes WHERE log = ?`, log).Scan(&last); err != nil {
-		return logHead{}, false, fmt.Errorf("catalog: read the audit log's size: %w", err)
-	}
-	h, ok := tx.c.heads[k]
-	if !ok || h.size != uint64(last+1) {
+	// A kept head is used unread: one another process (the CLI beside a
+	// serving server) appended past since makes the batch's insert at its
+	// size collide, and the batch runs again with every head read from
+	// the rows (errStaleHead).
+	h, ok := tx.c.heads[string(log)]
+	if !ok {
 		var err error
 		if h, err = readHead(tx, log); err != nil {
 			return logHead{}, false, err
 		}
 	}
-	tx.batch[k] = h // read, not written: true whatever the call does
+	tx.batch[string(log)] = h // read, not written: true whatever the call does
 	return h, false, nil
 }
+
+// forgetHead drops the kept head of log, whose nodes the call deletes (a
+// tenant's delete): the next append reads it from the rows.
+func (tx *Tx) forgetHead(log []byte) { delete(tx.c.heads, string(log)) }
 
 func (tx *Tx) setHead(log []byte, h logHead) {
 	for i := range tx.heads {

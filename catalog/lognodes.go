@@ -67,11 +67,10 @@ func flushNodes(tx *Tx, rows []nodeRow) error {
 		}
 		_, err := tx.exec(nodeInserts[n], args...)
 		clear(args) // holds no hashes past the batch
-		var coded interface{ Code() int }
-		if errors.As(err, &coded) && coded.Code() == sqliteConstraintPrimaryKey {
-			return fmt.Errorf("%w: %w", errStaleHead, err)
-		}
 		if err != nil {
+			if coded := interface{ Code() int }(nil); errors.As(err, &coded) && coded.Code() == sqliteConstraintPrimaryKey {
+				return fmt.Errorf("%w: %w", errStaleHead, err)
+			}
 			return fmt.Errorf("catalog: append to the audit log: %w", err)
 		}
 		rows = rows[n:]

@@ -17,7 +17,7 @@ import (
 // collides and runs again (docs/FORMAT.md, "Audit log tree"). Every record
 // ends as a leaf at its index, each call told the index its record got,
 // and the trees are those of the rows.
-func TestAppendsBesideAnotherProcess(t *testing.T) {
+func TestLogAppendsBesideAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	server, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())

@@ -48,6 +48,7 @@ type Catalog struct {
 	noteSyncs    atomic.Uint64      // fsyncs of the log made for notes (writer.go)
 	eraseTurn    sync.Mutex         // one erasure batch in the writer at a time (erasebatch.go)
 	heads        map[string]logHead // the logs' heads, committed; the writer's alone (logtree.go)
+	nodeArgs     []any              // flushNodes' arguments, reused; the writer's alone (lognodes.go)
 	noteMu       sync.Mutex         // noteRoom's: the reserve's slice for notes on a full disk (writer.go)
 	noteShrunkAt uint64             // the commit count when noteRoom last took a slice
 	noteShrunk   bool

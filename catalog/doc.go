@@ -28,6 +28,7 @@
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog
 //	logtree.go       log_nodes (appends, the backfill), leaves                  Audit log tree
+//	lognodes.go      log_nodes (a batch's inserts)                              Audit log tree
 //	logreads.go      log_nodes, log_checkpoints (reads; checkpoints)            Audit log tree
 //	logtrees_on.go   (whether records are leaves: the nologtree benchmark build) Audit log tree
 //	logtrees_off.go  (the same, off in that build only)                          Audit log tree

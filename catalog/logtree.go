@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
@@ -133,90 +132,60 @@ func leaf(b []byte, index uint64, r Record) []byte {
 
 // A logHead is a log's size and right edge, all an append needs. The
 // writer keeps each log's in memory once read (Catalog.heads), so that an
-// append writes one row and reads none but the log's size once a batch:
-// a call's appends go to its Tx,
+// append writes one row and reads none: a call's appends go to its Tx,
 // joined to its batch's when the call succeeds and to the catalog's when
 // the batch commits, so that a rollback leaves none behind
 // (catalog/writer.go).
 type logHead struct {
 	size uint64
-	edge translog.Edge
+	edge *edgeNode // the rightmost root
+}
+
+// An edgeNode is a root of a log's right edge (the root of a complete
+// subtree), linked to the next on its left. None changes once made: an
+// append makes one and shares those left of it, so the heads of a call,
+// of its batch and of the catalog share their edges, never copy them.
+type edgeNode struct {
+	h    translog.Hash
+	left *edgeNode
 }
 
 // logTx is what an append needs of a transaction: a Tx, or the raw
 // transaction of a restore (rawTx).
 type logTx interface {
 	queryRow(q string, args ...any) *sql.Row
-	head(log []byte) (h logHead, own bool, err error) // own: the call's, to change in place
+	head(log []byte) (logHead, error)
 	setHead(log []byte, h logHead)
 	addNodes(n nodeRow) error
 }
 
-// A nodeRow is a row of log_nodes.
-type nodeRow struct {
-	log    []byte
-	idx    uint64
-	rec    int64
-	hashes []byte
-}
-
-// addNodes keeps n for the batch to write before it commits (flushNodes):
-// one statement of many rows costs a record a fraction of its own insert.
-func (tx *Tx) addNodes(n nodeRow) error {
-	tx.nodes = append(tx.nodes, n)
-	return nil
-}
-
-// nodeChunks are the row counts of the inserts flushNodes runs, largest
-// first: a few fixed texts, each kept prepared.
-var nodeChunks = []int{64, 16, 4, 1}
-
-// flushNodes writes the nodes of a batch's calls that succeeded, in the
-// batch's transaction, before it commits (catalog/writer.go).
-func flushNodes(tx *Tx, rows []nodeRow) error {
-	for _, chunk := range nodeChunks {
-		q := `INSERT INTO log_nodes(log, idx, rec, hashes) VALUES (?, ?, ?, ?)` + strings.Repeat(`, (?, ?, ?, ?)`, chunk-1)
-		for len(rows) >= chunk {
-			args := make([]any, 0, 4*chunk)
-			for _, n := range rows[:chunk] {
-				args = append(args, n.log, int64(n.idx), n.rec, n.hashes)
-			}
-			if _, err := tx.exec(q, args...); err != nil {
-				return fmt.Errorf("catalog: append to the audit log: %w", err)
-			}
-			rows = rows[chunk:]
-		}
-	}
-	return nil
-}
-
-func (tx *Tx) head(log []byte) (logHead, bool, error) {
+func (tx *Tx) head(log []byte) (logHead, error) {
 	for i := range tx.heads {
 		if tx.heads[i].log == string(log) {
-			return tx.heads[i].h, true, nil
+			return tx.heads[i].h, nil
 		}
 	}
-	k := string(log)
-	if h, ok := tx.batch[k]; ok {
-		return h, false, nil
+	if h, ok := tx.batch[string(log)]; ok {
+		return h, nil
 	}
-	// Another process (the CLI beside a serving server) may have appended
-	// since: a kept head is checked against the rows once a batch, in the
-	// batch's transaction, which holds the write lock.
-	var last int64
-	if err := tx.queryRow(`SELECT coalesce(max(idx), -1) FROM log_nodes WHERE log = ?`, log).Scan(&last); err != nil {
-		return logHead{}, false, fmt.Errorf("catalog: read the audit log's size: %w", err)
-	}
-	h, ok := tx.c.heads[k]
-	if !ok || h.size != uint64(last+1) {
+	// A kept head is used unread: one another process (the CLI beside a
+	// serving server) appended past since makes the batch's insert at its
+	// size collide, and the batch runs again with every head read from
+	// the rows (errStaleHead).
+	h, ok := tx.c.heads[string(log)]
+	if !ok {
 		var err error
 		if h, err = readHead(tx, log); err != nil {
-			return logHead{}, false, err
+			return logHead{}, err
 		}
 	}
-	tx.batch[k] = h // read, not written: true whatever the call does
-	return h, false, nil
+	tx.batch[string(log)] = h // read, not written: true whatever the call does
+	return h, nil
 }
+
+// forgetHead drops the kept head of log, whose nodes the call deletes (a
+// tenant's delete): the next append reads it from the rows.
+func (tx *Tx) forgetHead(log []byte) { delete(tx.c.heads, string(log)) }
 
 func (tx *Tx) setHead(log []byte, h logHead) {
 	for i := range tx.heads {
@@ -252,7 +221,7 @@ func readHead(tx logTx, log []byte) (logHead, error) {
 		if err != nil {
 			return logHead{}, err
 		}
-		h.edge = append(h.edge, n)
+		h.edge = &edgeNode{n, h.edge}
 		start += 1 << l
 	}
 	return h, nil
@@ -277,24 +246,27 @@ func readNode(queryRow func(string, ...any) *sql.Row, log []byte, level int, ind
 // appendLeaf appends the record whose row id is rec to log: r is the
 // record as its row holds it. It returns the record's index.
 func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
-	h, own, err := tx.head(log)
+	h, err := tx.head(log)
 	if err != nil {
 		return 0, err
 	}
 	index := h.size
+	// The leaf hash (SHA-256(0x00 ‖ bytes): translog.LeafHash), then the
+	// node of each level at which index's low bits are all ones, each
+	// made of the edge's rightmost root and the one before: the hashes
+	// its row holds (docs/FORMAT.md, "Audit log tree"), as Edge.Append.
+	n := leafHash(index, r)
+	hashes := append(make([]byte, 0, 2*translog.HashSize), n[:]...)
 	edge := h.edge
-	if !own {
-		// The batch's or the catalog's head, kept until commit: this
-		// call's appends go to a copy of its own (setHead), with room for
-		// the edge to grow by one.
-		edge = append(make(translog.Edge, 0, len(h.edge)+1), h.edge...)
+	for l := 0; index>>l&1 == 1; l++ {
+		n = translog.NodeHash(edge.h, n)
+		edge = edge.left
+		hashes = append(hashes, n[:]...)
 	}
-	// SHA-256(0x00 ‖ bytes): translog.LeafHash; at most 64 levels.
-	hashes := edge.Append(make([]byte, 0, 2*translog.HashSize), index, leafHash(index, r))
 	if err := tx.addNodes(nodeRow{log, index, rec, hashes}); err != nil {
 		return 0, err
 	}
-	tx.setHead(log, logHead{index + 1, edge})
+	tx.setHead(log, logHead{index + 1, &edgeNode{n, edge}})
 	return index, nil
 }
 
@@ -312,12 +284,11 @@ func (t *rawTx) addNodes(n nodeRow) error {
 func (t *rawTx) queryRow(q string, args ...any) *sql.Row {
 	return t.tx.QueryRowContext(t.ctx, q, args...)
 }
-func (t *rawTx) head(log []byte) (logHead, bool, error) {
+func (t *rawTx) head(log []byte) (logHead, error) {
 	if h, ok := t.heads[string(log)]; ok {
-		return h, true, nil
+		return h, nil
 	}
-	h, err := readHead(t, log)
-	return h, true, err
+	return readHead(t, log)
 }
 func (t *rawTx) setHead(log []byte, h logHead) { t.heads[string(log)] = h }
 

@@ -227,6 +227,7 @@ func (c *Catalog) DeleteTenantRows(ctx context.Context, d TenantDeletion) error 
 				k, _ := res.RowsAffected()
 				n += k
 			}
+			tx.forgetHead(LogID(d.Tenant))
 			return nil
 		})
 		if err != nil {

@@ -258,20 +258,17 @@ func (w *writer) commitBatch(batch []*writeReq) {
 			}
 		}()
 	}
-	sqlTx, err := conn.BeginTx(bg, nil)
-	if err != nil {
-		fail(fmt.Errorf("catalog: begin: %w", err))
-		return
-	}
 	now := c.Now()
-	heads, appended, err := runCalls(c, sqlTx, batch, errs, now)
-	if err != nil {
-		sqlTx.Rollback()
-		fail(err)
-		return
+	heads, appended, err := runTx(c, conn, batch, errs, now)
+	if errors.Is(err, errStaleHead) {
+		// Another process appended to a log whose head this one kept
+		// (docs/FORMAT.md, "Audit log tree"): the batch once more, every
+		// head read from the rows. A call may run twice, as Update says.
+		clear(c.heads)
+		heads, appended, err = runTx(c, conn, batch, errs, now)
 	}
-	if err := sqlTx.Commit(); err != nil {
-		fail(fmt.Errorf("catalog: commit: %w", err))
+	if err != nil {
+		fail(err)
 		return
 	}
 	c.commits.Add(1)
@@ -289,6 +286,23 @@ func (w *writer) commitBatch(batch []*writeReq) {
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
+}
+
+// runTx runs batch in a transaction of conn (runCalls) and commits it.
+func runTx(c *Catalog, conn *sql.Conn, batch []*writeReq, errs []error, now time.Time) (map[string]logHead, []appendedCall, error) {
+	sqlTx, err := conn.BeginTx(context.Background(), nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("catalog: begin: %w", err)
+	}
+	heads, appended, err := runCalls(c, sqlTx, batch, errs, now)
+	if err != nil {
+		sqlTx.Rollback()
+		return nil, nil, err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, nil, fmt.Errorf("catalog: commit: %w", err)
+	}
+	return heads, appended, nil
 }
 
 // runCalls runs each call of batch in a savepoint of sqlTx, its error in

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
+	"github.com/vcon-server/vcon-server/internal/jws"
 	"github.com/vcon-server/vcon-server/internal/kms"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
@@ -89,6 +90,7 @@ type Archive struct {
 	tkeys   tenantKeys   // the tenant keys unwrapped so far (tenantkeys.go)
 	tdels   sync.Map     // ids.ID → true: the tenant deletes a call of this process runs (tenantdelete.go)
 	anchors sync.Map     // ids.ID → parsedAnchors: tenants' trust anchors as last parsed (signatures.go)
+	chains  jws.Chains   // the signers' chains verified to them
 
 	// rec is storage's purge count and the stores in flight (recover.go).
 	rec recoveryState

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,9 @@ func (e *SignatureRefused) Error() string {
 // signaturePolicy is a tenant's policy with its anchors parsed.
 type signaturePolicy struct {
 	catalog.SignaturePolicy
-	anchors *x509.CertPool // nil without any
+	anchors    *x509.CertPool // nil without any
+	chains     *jws.Chains    // the chains verified so far, by anchors
+	anchorsKey string         // the tenant's anchors as they now are
 }
 
 // parsedAnchors is a tenant's anchors as parsed at AnchorsAt.
@@ -61,8 +64,9 @@ func (a *Archive) signaturePolicy(ctx context.Context, tenant ids.ID) (signature
 	if err != nil || p.Mode == vocab.SignaturesOff || p.Mode == "" {
 		return signaturePolicy{SignaturePolicy: p}, err
 	}
+	key := tenant.String() + "@" + strconv.FormatInt(p.AnchorsAt, 10)
 	if c, ok := a.anchors.Load(tenant); ok && c.(parsedAnchors).at == p.AnchorsAt {
-		return signaturePolicy{p, c.(parsedAnchors).pool}, nil
+		return signaturePolicy{p, c.(parsedAnchors).pool, &a.chains, key}, nil
 	}
 	list, err := a.Cat.Anchors(ctx, tenant)
 	if err != nil {
@@ -78,7 +82,7 @@ func (a *Archive) signaturePolicy(ctx context.Context, tenant ids.ID) (signature
 		}
 	}
 	a.anchors.Store(tenant, parsedAnchors{p.AnchorsAt, pool})
-	return signaturePolicy{p, pool}, nil
+	return signaturePolicy{p, pool, &a.chains, key}, nil
 }
 
 // signed is what the policy kept of a store: the signers' JSON, and why
@@ -119,7 +123,8 @@ func checkSignatures(p signaturePolicy, m *vcon.Meta, payload func() (io.Reader,
 	}
 	signers := make([]jws.Signer, 0, len(m.Signatures))
 	for i, sig := range m.Signatures {
-		s, err := jws.Verify(jws.Signature(sig), jws.Check{Anchors: p.anchors, Now: now, UUID: m.PayloadUUID, Payload: payload})
+		s, err := jws.Verify(jws.Signature(sig), jws.Check{Anchors: p.anchors, Now: now, UUID: m.PayloadUUID, Payload: payload,
+			Chains: p.chains, AnchorsKey: p.anchorsKey})
 		var rerr *jws.ReadError
 		if errors.As(err, &rerr) {
 			return signed{}, wrapf("store: check a signature", err)

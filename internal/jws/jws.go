@@ -63,6 +63,10 @@ type Check struct {
 	// Payload returns a reader of the payload's characters as sent (the
 	// JWS Payload's base64url), from the start, each time it is called.
 	Payload func() (io.Reader, error)
+	// Chains, when set, remembers the chains verified to the anchors
+	// AnchorsKey names (a tenant's, as they now are).
+	Chains     *Chains
+	AnchorsKey string
 }
 
 // header is what is read of a JOSE header.
@@ -148,6 +152,10 @@ func chain(x5c []string, c Check) (leaf, anchor *x509.Certificate, err error) {
 	if len(x5c) > MaxChain {
 		return nil, nil, fmt.Errorf("its chain holds %d certificates, more than %d", len(x5c), MaxChain)
 	}
+	key := keyOf(c.AnchorsKey, x5c)
+	if e, ok := c.Chains.get(key, c.Now); ok {
+		return e.leaf, e.anchor, nil
+	}
 	certs := make([]*x509.Certificate, len(x5c))
 	for i, s := range x5c {
 		der, derr := base64.StdEncoding.DecodeString(s)
@@ -174,6 +182,7 @@ func chain(x5c []string, c Check) (leaf, anchor *x509.Certificate, err error) {
 	if ku := leaf.KeyUsage; ku != 0 && ku&(x509.KeyUsageDigitalSignature|x509.KeyUsageContentCommitment) == 0 {
 		return nil, nil, errors.New("its certificate's key usage does not allow signing (digitalSignature or nonRepudiation)")
 	}
+	c.Chains.put(key, chains[0])
 	return leaf, chains[0][len(chains[0])-1], nil
 }
 

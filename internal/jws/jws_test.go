@@ -141,3 +141,36 @@ func TestEd25519Streaming(t *testing.T) {
 		}
 	}
 }
+
+// TestChainsRemembered: a chain verified once is not verified again for
+// the same anchors, but holds only within its certificates' validity and
+// for those anchors.
+func TestChainsRemembered(t *testing.T) {
+	p := newPKI(t)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := p.leaf(t, key, now.AddDate(0, 0, 10), x509.KeyUsageDigitalSignature)
+	payload := b64([]byte(`{"uuid":"` + uuid + `"}`))
+	sig := sign(t, "ES256", key, map[string]any{"x5c": x5c(leaf)}, payload)
+	var chains Chains
+	c := check(p, payload)
+	c.Chains, c.AnchorsKey = &chains, "acme@1"
+	if _, err := Verify(sig, c); err != nil {
+		t.Fatal(err)
+	}
+	// The same chain and anchors: no verification, even with no pool.
+	remembered := c
+	remembered.Anchors = nil
+	if _, err := Verify(sig, remembered); err != nil {
+		t.Errorf("a remembered chain: %v", err)
+	}
+	for name, change := range map[string]func(*Check){
+		"past the leaf's expiry": func(c *Check) { c.Now = now.AddDate(0, 0, 11); c.Anchors = p.anchors },
+		"other anchors":          func(c *Check) { c.AnchorsKey = "acme@2"; c.Anchors = newPKI(t).anchors },
+	} {
+		c2 := c
+		change(&c2)
+		if _, err := Verify(sig, c2); err == nil || !strings.Contains(err.Error(), "does not verify to the tenant's trust anchors") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -156,6 +156,8 @@ type run struct {
 	unread int64
 	// withheld counts the versions the purpose may not see.
 	withheld int64
+	// columns are the optional columns of the files (parquetstore.Columns).
+	columns parquetstore.Columns
 
 	live      *os.File
 	liveBuf   *bufio.Writer
@@ -203,6 +205,11 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		opt.Actor = catalog.CLI.Name
 	}
 	x := &run{opt: opt, level: level, now: opt.Now().UTC()}
+	pol, err := opt.Archive.Cat.SignaturePolicyOf(ctx, opt.Tenant.ID)
+	if err != nil {
+		return Result{}, fmt.Errorf("export: the tenant's signature policy: %w", err)
+	}
+	x.columns = parquetstore.Columns{Lawful: x.lawful(), Signers: pol.Mode != "" && pol.Mode != vocab.SignaturesOff}
 	x.live, err = os.CreateTemp(opt.TempDir, "vcon-export-live-*")
 	if err != nil {
 		return Result{}, fmt.Errorf("export: scratch file: %w", err)
@@ -325,7 +332,7 @@ func (x *run) openPart(ctx context.Context, date string) error {
 	// megabyte per write is plenty, and a whole megabyte per file would be
 	// a fifth of the row group's own bound.
 	buf := bufio.NewWriterSize(up, 256<<10)
-	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level, x.lawful())}
+	x.cur = &part{key: key, date: date, up: up, buf: buf, w: parquetstore.NewExportWriter(buf, x.level, x.columns)}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/jws"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/parquetstore"
@@ -68,6 +70,9 @@ func (x *run) process(ctx context.Context, j *job) {
 		}
 		if x.level == vocab.LevelNone {
 			continue
+		}
+		if x.columns.Signers {
+			it.row.Signers = signersOf(cur.Signers)
 		}
 		m, ok := x.inspect(ctx, it.row.Sealed, cur)
 		if !ok {
@@ -211,4 +216,19 @@ func text(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// signersOf is the signers column of a version, from the catalog's record
+// of what its signatures were verified to: nil (NULL) when none was
+// checked, or when the record does not read.
+func signersOf(record string) []parquetstore.Signer {
+	var signers []jws.Signer
+	if record == "" || json.Unmarshal([]byte(record), &signers) != nil {
+		return nil
+	}
+	out := make([]parquetstore.Signer, len(signers))
+	for i, s := range signers {
+		out[i] = parquetstore.Signer{Fingerprint: s.Fingerprint, Subject: s.Subject, Issuer: s.Issuer, NotAfter: s.NotAfter, Alg: s.Alg, Anchor: s.Anchor}
+	}
+	return out
 }

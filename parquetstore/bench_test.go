@@ -40,7 +40,7 @@ func BenchmarkExportWrite(b *testing.B) {
 	parties, dialogs := int32(2), int32(1)
 	b.SetBytes(size)
 	b.ReportAllocs()
-	w := NewExportWriter(io.Discard, vocab.LevelCounts, false)
+	w := NewExportWriter(io.Discard, vocab.LevelCounts, Columns{})
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
 		created := at.Add(-time.Hour)

@@ -242,10 +242,10 @@ func exportTestRows(t *testing.T) []ExportRow {
 	}
 }
 
-func writeExport(t testing.TB, level vocab.Level, rows []ExportRow, lawful bool) []byte {
+func writeExport(t testing.TB, level vocab.Level, rows []ExportRow, cols Columns) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := NewExportWriter(&buf, level, lawful)
+	w := NewExportWriter(&buf, level, cols)
 	for _, r := range rows {
 		if err := w.Write(r); err != nil {
 			t.Fatal(err)
@@ -294,9 +294,9 @@ func TestExportFilesInDuckDB(t *testing.T) {
 		if level == vocab.LevelCounts {
 			withLawful = append(withLawful, lawfulColumns...)
 		}
-		t.Run(string(level), func(t *testing.T) { checkExportLevel(t, level, rows, false, plain, wantValues) })
+		t.Run(string(level), func(t *testing.T) { checkExportLevel(t, level, rows, Columns{}, plain, wantValues) })
 		if level == vocab.LevelCounts || level == vocab.LevelFull {
-			t.Run(string(level)+"+lawful", func(t *testing.T) { checkExportLevel(t, level, rows, true, withLawful, wantValues) })
+			t.Run(string(level)+"+lawful", func(t *testing.T) { checkExportLevel(t, level, rows, Columns{Lawful: true}, withLawful, wantValues) })
 		}
 	}
 }
@@ -304,9 +304,9 @@ func TestExportFilesInDuckDB(t *testing.T) {
 // checkExportLevel writes rows at level, with the lawful-basis columns or
 // not, and reads the file with DuckDB: its columns, every value, its
 // key/value metadata and its chunks.
-func checkExportLevel(t *testing.T, level vocab.Level, rows []ExportRow, lawful bool, columns [][2]string, wantValues map[string][3]string) {
+func checkExportLevel(t *testing.T, level vocab.Level, rows []ExportRow, cols Columns, columns [][2]string, wantValues map[string][3]string) {
 	const tenant = "3b0d5f4e-8a41-4b1c-9c57-6d2e0f1a2b3c"
-	file := writeExport(t, level, rows, lawful)
+	file := writeExport(t, level, rows, cols)
 	checkPagesPlainV2(t, file)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tenant="+tenant, "date=2026-11-05", "part-"+ids.NewRandom().String()+".parquet")
@@ -391,7 +391,7 @@ func TestExportSeedQueries(t *testing.T) {
 			Parties: []Party{{Tel: s(fmt.Sprintf("+1555555010%d", i+1)), Name: s("Caller Example")}},
 		})
 	}
-	file := writeExport(t, vocab.LevelCounts, rows, false)
+	file := writeExport(t, vocab.LevelCounts, rows, Columns{})
 	for _, clear := range []string{"Export example", "+15555550101", "Caller Example"} {
 		if bytes.Contains(file, []byte(clear)) {
 			t.Errorf("a file at level counts holds %q", clear)

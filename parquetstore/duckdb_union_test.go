@@ -16,8 +16,8 @@ func TestExportLawfulColumnsByName(t *testing.T) {
 	duckdbtest.Path(t)
 	rows := exportTestRows(t)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a-without.parquet"), writeExport(t, vocab.LevelCounts, rows[:1], false))
-	writeFile(t, filepath.Join(dir, "b-with.parquet"), writeExport(t, vocab.LevelCounts, rows[:1], true))
+	writeFile(t, filepath.Join(dir, "a-without.parquet"), writeExport(t, vocab.LevelCounts, rows[:1], Columns{}))
+	writeFile(t, filepath.Join(dir, "b-with.parquet"), writeExport(t, vocab.LevelCounts, rows[:1], Columns{Lawful: true}))
 
 	got := duckdbtest.Run(t, "SELECT filename LIKE '%without%' AS without, party_count, lawful_basis, expires_at FROM read_parquet("+
 		sqlString(dir+"/*.parquet")+", union_by_name = true, filename = true) ORDER BY filename")

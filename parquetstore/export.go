@@ -41,6 +41,17 @@ type ExportRow struct {
 	UUID    *ids.ID
 	Subject *string
 	Parties []Party // nil is NULL; an empty, non-nil slice is an empty list
+
+	// form and above, with Columns.Signers: nil is NULL
+	Signers []Signer
+}
+
+// Signer is one entry of the signers column: who a signature was verified
+// to when the version was stored (docs/signatures.md).
+type Signer struct {
+	Fingerprint, Subject, Issuer string
+	NotAfter                     time.Time
+	Alg, Anchor                  string
 }
 
 // Party is one entry of the parties column at level full.
@@ -216,10 +227,10 @@ type ExportWriter struct {
 }
 
 // NewExportWriter starts an export file at level on w, a temporary file or
-// an upload that the caller makes visible only once Close has succeeded;
-// lawful adds the lawful-basis columns at counts and full. An unknown
-// level is reported by Write and Close.
-func NewExportWriter(w io.Writer, level vocab.Level, lawful bool) *ExportWriter {
+// an upload that the caller makes visible only once Close has succeeded,
+// with the optional columns cols asks for where the level has them. An
+// unknown level is reported by Write and Close.
+func NewExportWriter(w io.Writer, level vocab.Level, cols Columns) *ExportWriter {
 	opts := append(writerOptions(),
 		parquet.KeyValueMetadata(MetadataLevel, string(level)),
 		parquet.SkipPageStatistics("sealed"),
@@ -227,26 +238,15 @@ func NewExportWriter(w io.Writer, level vocab.Level, lawful bool) *ExportWriter 
 	)
 	out := &countingWriter{w: w}
 	ew := &ExportWriter{level: level, out: out, rowGroupBytes: exportRowGroupBytes}
-	switch level {
-	case vocab.LevelNone:
-		ew.w = newLevelWriter(out, toNone, opts)
-	case vocab.LevelForm:
-		ew.w = newLevelWriter(out, toForm, opts)
-	case vocab.LevelTimes:
-		ew.w = newLevelWriter(out, toTimes, opts)
-	case vocab.LevelCounts:
-		if lawful {
-			ew.w = newLevelWriter(out, toCountsLawful, opts)
-		} else {
-			ew.w = newLevelWriter(out, toCounts, opts)
-		}
-	case vocab.LevelFull:
-		if lawful {
-			ew.w = newLevelWriter(out, toFullLawful, opts)
-		} else {
-			ew.w = newLevelWriter(out, toFull, opts)
-		}
-	default:
+	if level == vocab.LevelNone {
+		cols = Columns{}
+	}
+	if level != vocab.LevelCounts && level != vocab.LevelFull {
+		cols.Lawful = false
+	}
+	if start, ok := levelWriters[fileColumns{level, cols}]; ok {
+		ew.w = start(out, opts)
+	} else {
 		_, err := vocab.ParseLevel(string(level))
 		ew.err = fmt.Errorf("parquetstore: export writer: %w", err)
 	}

@@ -35,7 +35,7 @@ func TestParseLevel(t *testing.T) {
 }
 
 func TestExportWriterRefusesUnknownLevel(t *testing.T) {
-	w := NewExportWriter(io.Discard, vocab.Level("all"), false)
+	w := NewExportWriter(io.Discard, vocab.Level("all"), Columns{})
 	if err := w.Write(ExportRow{}); err == nil || !strings.Contains(err.Error(), "none, form, times, counts, full") {
 		t.Fatalf("Write at an unknown level: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestExportColumnsByLevel(t *testing.T) {
 		for _, c := range exportLevelColumns[level] {
 			want = append(want, c[0])
 		}
-		file := writeExport(t, level, rows, false)
+		file := writeExport(t, level, rows, Columns{})
 		f, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
 		if err != nil {
 			t.Fatal(err)
@@ -83,21 +83,21 @@ func TestExportColumnsByLevel(t *testing.T) {
 func TestExportLeavesOutColumnsAboveItsLevel(t *testing.T) {
 	rows := exportTestRows(t)
 	for _, level := range vocab.Levels[:len(vocab.Levels)-1] {
-		file := writeExport(t, level, rows, true)
+		file := writeExport(t, level, rows, Columns{Lawful: true})
 		for _, clear := range []string{"Export example", "+15555550101", "Caller Example", "agent@example.com"} {
 			if bytes.Contains(file, []byte(clear)) {
 				t.Errorf("level %s: the file holds %q", level, clear)
 			}
 		}
 	}
-	if !bytes.Contains(writeExport(t, vocab.LevelFull, rows, true), []byte("Caller Example")) {
+	if !bytes.Contains(writeExport(t, vocab.LevelFull, rows, Columns{Lawful: true}), []byte("Caller Example")) {
 		t.Error("level full: the file lacks a party's name")
 	}
 }
 
 func TestExportSealedIsPlain(t *testing.T) {
 	rows := exportTestRows(t)
-	file := writeExport(t, vocab.LevelFull, rows, true)
+	file := writeExport(t, vocab.LevelFull, rows, Columns{Lawful: true})
 	// sealed is the third column, as in a pack file: its PLAIN values are
 	// contiguous, so the same page walk finds them.
 	f, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
@@ -138,7 +138,7 @@ func TestExportWriterMemory(t *testing.T) {
 	n := int32(2)
 	var written int64
 	grown := peakHeapGrowth(func(sample func()) {
-		w := NewExportWriter(f, vocab.LevelCounts, true)
+		w := NewExportWriter(f, vocab.LevelCounts, Columns{Lawful: true})
 		base := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 		for i := range rows {
 			at := base.Add(time.Duration(i) * time.Second)

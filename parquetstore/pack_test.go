@@ -183,7 +183,7 @@ func TestReadLocationsRefusesOtherFiles(t *testing.T) {
 
 	// An export file above level none has more columns than a pack file.
 	var buf bytes.Buffer
-	w := NewExportWriter(&buf, vocab.LevelForm, false)
+	w := NewExportWriter(&buf, vocab.LevelForm, Columns{})
 	if err := w.Write(ExportRow{Version: rows[0].Version, StoredAt: rows[0].StoredAt}); err != nil {
 		t.Fatal(err)
 	}

@@ -98,8 +98,12 @@ const mcpInstructions = "A read-only archive of vCons (conversation records). se
 
 // mcpRoute serves /mcp: the HTTP layer's refusals, then the SDK.
 func (s *Server) mcpRoute(h http.Handler) http.HandlerFunc {
-	authed := s.authenticate(func(w http.ResponseWriter, r *http.Request) {
+	return s.authenticate(func(w http.ResponseWriter, r *http.Request) {
 		k := keyOf(r)
+		if !s.MCP.Enabled {
+			writeError(w, http.StatusNotFound, "the MCP endpoint is off on this server; an operator turns it on with [mcp] enabled = true (docs/mcp.md)")
+			return
+		}
 		if k.Operator() {
 			writeError(w, http.StatusForbidden, "an operator key cannot use the vCon API; use a tenant key")
 			return
@@ -130,13 +134,6 @@ func (s *Server) mcpRoute(h http.Handler) http.HandlerFunc {
 		}
 		h.ServeHTTP(&rpcErrorWriter{ResponseWriter: w}, r)
 	})
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.MCP.Enabled {
-			writeError(w, http.StatusNotFound, "the MCP endpoint is off on this server; an operator turns it on with [mcp] enabled = true (docs/mcp.md)")
-			return
-		}
-		authed(w, r)
-	}
 }
 
 // sameOrigin reports whether r sends no Origin, or this server's own.

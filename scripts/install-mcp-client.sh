@@ -1,11 +1,12 @@
 #!/bin/sh
-# Installs the MCP client that vcon-server's test of its MCP endpoint runs
-# (server/mcpts_test.go): the official TypeScript SDK from npm
-# (@modelcontextprotocol/sdk, pinned with its checksums in
-# scripts/mcp/package-lock.json) and scripts/mcp/client.mjs, behind an
-# executable
+# Installs the MCP clients that vcon-server's test of its MCP endpoint
+# (server/mcpts_test.go) and docs/mcp.md run, from npm, pinned with their
+# checksums in scripts/mcp/package-lock.json: the official TypeScript SDK
+# (@modelcontextprotocol/sdk) with scripts/mcp/client.mjs, and the MCP
+# Inspector (@modelcontextprotocol/inspector), for its command-line mode, behind
 #
 #   ${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}/bin/vcon-mcp-client
+#   ${VCON_TOOLS:-$HOME/.cache/vcon-server/tools}/bin/mcp-inspector
 #
 # Everything goes outside the repository. Run it again at any time: it
 # reinstalls the package only when the lock file changed, and always
@@ -32,4 +33,11 @@ exec "$node" "$dest/client.mjs" "\$@"
 WRAP
 chmod 0755 "$bin/vcon-mcp-client.tmp"
 mv "$bin/vcon-mcp-client.tmp" "$bin/vcon-mcp-client"
-echo "vcon-mcp-client: $bin/vcon-mcp-client"
+cat >"$bin/mcp-inspector.tmp" <<WRAP
+#!/bin/sh
+# Written by vcon-server's scripts/install-mcp-client.sh: the MCP Inspector's command line.
+exec "$node" "$dest/node_modules/@modelcontextprotocol/inspector/cli/build/cli.js" "\$@"
+WRAP
+chmod 0755 "$bin/mcp-inspector.tmp"
+mv "$bin/mcp-inspector.tmp" "$bin/mcp-inspector"
+echo "vcon-mcp-client: $bin/vcon-mcp-client; mcp-inspector: $bin/mcp-inspector"

@@ -79,8 +79,12 @@ func (s *Server) newMCP() http.Handler {
 		&mcp.ServerOptions{Instructions: mcpInstructions})
 	s.addTools(srv)
 	srv.AddReceivingMiddleware(s.mcpCalls(newKeyRates(s.MCP.rate(), s.Limits.Now)))
+	// The SDK's guard against DNS rebinding refuses a loopback connection
+	// whose Host is not loopback: what a TLS pass-through proxy on the same
+	// host sends. The Origin check and the bearer key are the guard here: a
+	// rebound page's requests carry its own Origin, and no key.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle, MaxRequestBodyBytes: maxJSONBody})
+		&mcp.StreamableHTTPOptions{SessionTimeout: mcpIdle, MaxRequestBodyBytes: maxJSONBody, DisableLocalhostProtection: true})
 	// The key was found by authenticate; the SDK only carries it.
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		k := keyOf(r)

@@ -158,6 +158,25 @@ func TestMCPTools(t *testing.T) {
 		t.Errorf("search found %d uuids, want the %d stored (not globex's)", len(got), len(want))
 	}
 
+	// The stored times bound a page by when the current versions were stored.
+	for _, c := range []struct {
+		args map[string]any
+		n    int
+	}{
+		{map[string]any{"tel": "+15555550100", "stored_since": "2100-01-01T00:00:00Z"}, 0},
+		{map[string]any{"tel": "+15555550100", "stored_until": "2100-01-01T00:00:00Z"}, 100},
+		{map[string]any{"name": "ada", "stored_since": "2020-01-01T00:00:00Z", "stored_until": "2100-01-01T00:00:00Z"}, 100},
+	} {
+		text, isErr, _ := call(t, cs, "search_vcons", c.args)
+		var p mcpPage
+		if err := json.Unmarshal([]byte(text), &p); isErr || err != nil || len(p.UUIDs) != c.n {
+			t.Errorf("search_vcons %v: %d uuids (%s), want %d", c.args, len(p.UUIDs), clipText(text), c.n)
+		}
+	}
+	if text, isErr, _ := call(t, cs, "search_vcons", map[string]any{"stored_since": "yesterday"}); !isErr || !strings.Contains(text, "RFC 3339") {
+		t.Errorf("stored_since yesterday: %s", text)
+	}
+
 	text, isErr, res := call(t, cs, "get_vcon", map[string]any{"uuid": stored[0]})
 	if isErr || text != string(first) {
 		t.Errorf("get_vcon: %q, want the bytes stored %q", text, first)
@@ -197,4 +216,11 @@ func TestMCPTools(t *testing.T) {
 	if strings.Contains(e.CLI("audit", "export", "--tenant", "globex"), "mcp_call") {
 		t.Error("globex's log records acme's calls")
 	}
+}
+
+func clipText(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -78,6 +79,10 @@ func TestMCPRefusals(t *testing.T) {
 	rpcRefusal(t, "a batch under 2025-06-18", rpc(e, a.Token, session, "["+v("tools/list")+"]", "Mcp-Protocol-Version", "2025-06-18"), 400, "batching is not supported")
 	huge := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"search_vcons","arguments":{"tel":"` + strings.Repeat("5", 70<<10) + `"}}}`
 	rpcRefusal(t, "huge arguments", rpc(e, a.Token, session, huge, "Mcp-Protocol-Version", "2025-06-18"), 413, "over 65536 bytes")
+	long := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search_vcons","arguments":{"name":"` + strings.Repeat("a", 2000) + `"}}}`
+	if r := rpc(e, a.Token, session, long, "Mcp-Protocol-Version", "2025-06-18"); r.Status != 200 || !strings.Contains(string(r.Body), `"isError":true`) || !strings.Contains(string(r.Body), "name must be at most 1024 bytes") {
+		t.Errorf("a 2000-byte name: %d %s, want the tool's error", r.Status, r.Body)
+	}
 	// The session still works for its own key after all that.
 	if r := rpc(e, a.Token, session, v("tools/list"), "Mcp-Protocol-Version", "2025-06-18"); r.Status != 200 || !strings.Contains(string(r.Body), "search_vcons") {
 		t.Errorf("tools/list after the refusals: %d %s", r.Status, r.Body)
@@ -175,6 +180,18 @@ func TestMCPForms(t *testing.T) {
 			t.Fatalf("store: %d %s", r.Status, r.Body)
 		}
 	}
+	zipped := ids.NewRandom().String()
+	plain := `{"vcon":"0.4.0","uuid":"` + zipped + `","parties":[{"name":"Ada"}]}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(plain))
+	zw.Close()
+	if r := e.Do("POST", "/vcons", writer.Token, gz.Bytes(), "Content-Type", "application/vcon+gzip"); r.Status != 201 {
+		t.Fatalf("store gzip: %d %s", r.Status, r.Body)
+	}
+	if text, isErr, _ := call(t, s, "get_vcon", map[string]any{"uuid": zipped}); isErr || text != plain {
+		t.Errorf("a gzip vCon: %s, want its JSON", text)
+	}
 	text, isErr, res := call(t, s, "get_vcon", map[string]any{"uuid": signed})
 	meta, _ := json.Marshal(res.StructuredContent)
 	if isErr || text != payload || !bytes.Contains(meta, []byte(`"signed_by":null`)) || !bytes.Contains(meta, []byte(`"form":"signed"`)) {
@@ -186,8 +203,8 @@ func TestMCPForms(t *testing.T) {
 			t.Errorf("get_vcon %s: %s, want %s", uuid, text, want)
 		}
 	}
-	// 8 a minute: initialize and three calls so far.
-	for range 4 {
+	// 8 a minute: initialize and four calls so far.
+	for range 3 {
 		call(t, s, "vcon_capabilities", nil)
 	}
 	if _, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "vcon_capabilities"}); err == nil {

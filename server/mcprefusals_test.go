@@ -169,12 +169,13 @@ func TestMCPForms(t *testing.T) {
 	tenant := e.Tenant("acme")
 	writer := e.NewKey(tenant, "write")
 	s := mcpSession(t, e, e.NewKey(tenant, "mcp", "read").Token, "")
-	signed, sealed, big := ids.NewRandom().String(), ids.NewRandom().String(), ids.NewRandom().String()
+	signed, sealed, big, huge := ids.NewRandom().String(), ids.NewRandom().String(), ids.NewRandom().String(), ids.NewRandom().String()
 	payload := `{"vcon":"0.4.0","uuid":"` + signed + `","parties":[{"tel":"+15555550100"}]}`
 	for _, b := range []string{
 		`{"payload":"` + base64.RawURLEncoding.EncodeToString([]byte(payload)) + `","signatures":[{"protected":"e30","signature":"AAAA"}]}`,
 		`{"ciphertext":"AAAA","recipients":[],"unprotected":{"uuid":"` + sealed + `"}}`,
-		fmt.Sprintf(`{"vcon":"0.4.0","uuid":"%s","parties":[],"dialog":[{"type":"text","body":"%s"}]}`, big, strings.Repeat("x", 5000)),
+		fmt.Sprintf(`{"vcon":"0.4.0","uuid":"%s","parties":[],"dialog":[{"type":"text","body":"%s"}, {"type":"text","body":"%s"}]}`, big, strings.Repeat("x", 5000), strings.Repeat("y", 5000)),
+		fmt.Sprintf(`{"vcon":"0.4.0","uuid":"%s","subject":"%s","parties":[],"dialog":[]}`, huge, strings.Repeat("z", 4000)+strings.Repeat("w", 4000)),
 	} {
 		if r := e.Do("POST", "/vcons", writer.Token, []byte(b), "Content-Type", "application/vcon"); r.Status != 201 {
 			t.Fatalf("store: %d %s", r.Status, r.Body)
@@ -197,14 +198,22 @@ func TestMCPForms(t *testing.T) {
 	if isErr || text != payload || !bytes.Contains(meta, []byte(`"signed_by":null`)) || !bytes.Contains(meta, []byte(`"form":"signed"`)) {
 		t.Errorf("signed: %s %s", text, meta)
 	}
-	for uuid, want := range map[string]string{sealed: `"form":"encrypted"`, big: `"note":"larger than this server's [mcp] max_result (4096 bytes)`} {
+	for uuid, want := range map[string]string{sealed: `"form":"encrypted"`, huge: `"note":"larger than this server's [mcp] max_result (4096 bytes) even without its dialog bodies`} {
 		text, isErr, _ := call(t, s, "get_vcon", map[string]any{"uuid": uuid})
-		if isErr || !strings.Contains(text, want) || !strings.Contains(text, `"included":false`) || strings.Contains(text, "xxxx") {
+		if isErr || !strings.Contains(text, want) || !strings.Contains(text, `"included":false`) || strings.Contains(text, "zzzz") {
 			t.Errorf("get_vcon %s: %s, want %s", uuid, text, want)
 		}
 	}
-	// 8 a minute: initialize and four calls so far.
-	for range 3 {
+	// Over the bound with its bodies, under it without: read again
+	// without them.
+	text, isErr, res = call(t, s, "get_vcon", map[string]any{"uuid": big})
+	meta, _ = json.Marshal(res.StructuredContent)
+	if want := `{"vcon":"0.4.0","uuid":"` + big + `","parties":[],"dialog":[{"type":"text","body":null},{"type":"text","body":null}]}`; isErr || text != want ||
+		!bytes.Contains(meta, []byte(`its 2 dialog bodies are left out`)) || !bytes.Contains(meta, []byte(`"included":true`)) {
+		t.Errorf("a vCon over max_result: %s %s", text, meta)
+	}
+	// 8 a minute: initialize and five calls so far.
+	for range 2 {
 		call(t, s, "vcon_capabilities", nil)
 	}
 	if _, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "vcon_capabilities"}); err == nil {

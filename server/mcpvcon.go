@@ -25,8 +25,10 @@ import (
 // /vcons/{uuid} decides it; then at most [mcp] max_result bytes of it are
 // read, so that a call never holds more than that of a vCon. An unsigned
 // vCon comes back byte for byte as it was stored, a signed one as its
-// payload, an encrypted one as its uuid and form only, and one over the
-// bound as its uuid, form and size with a note saying so.
+// payload, an encrypted one as its uuid and form only. An unsigned one over
+// the bound is read again, streaming, without its dialog bodies (a
+// recording inline is most of a large vCon), with a note saying so; one
+// still over it, or a signed one over it, as its uuid, form and size.
 
 // vconResult is what get_vcon says of the vCon it read.
 type vconResult struct {
@@ -75,7 +77,8 @@ func (s *Server) readVcon(c *mcpCall, uuid, version string) (*vconResult, []byte
 	}
 	defer body.Close()
 	meta := &vconResult{UUID: id.String(), Version: v.ID.String(), StoredAt: timeText(v.StoredAt), Form: v.Form, Size: v.Size}
-	text, note, err := s.boundedJSON(v, body)
+	reopen := func() (io.ReadCloser, error) { return s.Archive.OpenVersion(ctx, v) }
+	text, note, err := s.boundedJSON(v, body, reopen)
 	if err != nil {
 		var msg string
 		c.status, msg = s.logged(c, err)
@@ -87,30 +90,28 @@ func (s *Server) readVcon(c *mcpCall, uuid, version string) (*vconResult, []byte
 	return meta, text, ""
 }
 
-// boundedJSON is v's JSON as a result carries it, or nil and a note.
-func (s *Server) boundedJSON(v catalog.Version, body io.Reader) ([]byte, string, error) {
+// boundedJSON is v's JSON as a result carries it, or nil and a note;
+// reopen opens v again, for a vCon over the bound read a second time
+// without its dialog bodies.
+func (s *Server) boundedJSON(v catalog.Version, body io.Reader, reopen func() (io.ReadCloser, error)) ([]byte, string, error) {
 	if v.Form == vocab.FormEncrypted {
 		return nil, "encrypted: this server holds no key to its content, so only its uuid and form are shown", nil
 	}
 	limit := s.MCP.maxResult()
 	tooLarge := "larger than this server's [mcp] max_result (" + strconv.FormatInt(limit, 10) +
-		" bytes), so left out of the result whole; an operator may raise max_result, or a key with read may GET /vcons/{uuid}"
-	if vcon.Gzipped(v.ContentType, v.ContentEncoding) {
-		zr, err := gzip.NewReader(body)
-		if err != nil {
-			return nil, "", err
-		}
-		body = zr
-	}
-	text, err := io.ReadAll(io.LimitReader(body, limit+1))
+		" bytes) even without its dialog bodies, so left out of the result whole; an operator may raise max_result, or a key with read may GET /vcons/{uuid}"
+	text, err := readInflated(v, body, limit+1)
 	if err != nil {
 		return nil, "", err
 	}
-	if int64(len(text)) > limit {
-		return nil, tooLarge, nil
-	}
-	if v.Form != vocab.FormSigned {
+	if int64(len(text)) <= limit && v.Form != vocab.FormSigned {
 		return text, "", nil
+	}
+	if int64(len(text)) > limit {
+		if v.Form == vocab.FormSigned {
+			return nil, tooLarge, nil
+		}
+		return s.withoutBodies(v, reopen, limit, tooLarge)
 	}
 	payload, err := signedPayload(text, limit)
 	if errors.Is(err, errTooLarge) {
@@ -120,6 +121,46 @@ func (s *Server) boundedJSON(v catalog.Version, body io.Reader) ([]byte, string,
 		return nil, "signed, but its payload is not a JSON vCon this server can show (" + err.Error() + ")", nil
 	}
 	return payload, "signed: the payload is shown; its signature is not verified (signed_by is null)", nil
+}
+
+// readInflated reads at most n bytes of v's JSON from body, inflated when
+// v was stored gzip.
+func readInflated(v catalog.Version, body io.Reader, n int64) ([]byte, error) {
+	if vcon.Gzipped(v.ContentType, v.ContentEncoding) {
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, err
+		}
+		body = zr
+	}
+	return io.ReadAll(io.LimitReader(body, n))
+}
+
+// withoutBodies reads v again, streaming, and keeps it whole but for its
+// dialog bodies: at most limit bytes are held, whatever v's size.
+func (s *Server) withoutBodies(v catalog.Version, reopen func() (io.ReadCloser, error), limit int64, tooLarge string) ([]byte, string, error) {
+	rc, err := reopen()
+	if err != nil {
+		return nil, "", err
+	}
+	defer rc.Close()
+	var src io.Reader = rc
+	if vcon.Gzipped(v.ContentType, v.ContentEncoding) {
+		zr, err := gzip.NewReader(rc)
+		if err != nil {
+			return nil, "", err
+		}
+		src = zr
+	}
+	text, n, err := vcon.WithoutDialogBodies(src, limit)
+	if errors.Is(err, vcon.ErrOverLimit) {
+		return nil, tooLarge, nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return text, "larger than this server's [mcp] max_result (" + strconv.FormatInt(limit, 10) + " bytes): its " +
+		strconv.Itoa(n) + " dialog bodies are left out (each body is null, and white space outside strings is gone); a key with read may GET /vcons/{uuid} for the whole", nil
 }
 
 var errTooLarge = errors.New("payload over max_result")
@@ -164,7 +205,7 @@ type capabilities struct {
 	Resources   []string `json:"resources"`
 	Writes      bool     `json:"writes" jsonschema:"false: no tool stores, changes or deletes a vCon in this version"`
 	PageSize    int      `json:"page_size"`
-	MaxResult   int64    `json:"max_result" jsonschema:"bytes of a vCon one result carries; a larger one is left out with a note"`
+	MaxResult   int64    `json:"max_result" jsonschema:"bytes of a vCon one result carries; a larger one comes without its dialog bodies, or, still larger, is left out, with a note"`
 	RatePerMin  int      `json:"rate_per_minute"`
 	CallTimeout int      `json:"call_timeout_seconds"`
 	Purposes    []string `json:"purposes" jsonschema:"what this key reads for; name one with the Vcon-Purpose header when there are several"`

@@ -262,6 +262,7 @@ func (d *Daemon) listen(cfg *config.Config, opt Options) error {
 	}
 	s.Logs = d.Logs
 	d.srv = server.NewHTTPServer(s.Handler(), d.Log)
+	d.srv.RegisterOnShutdown(s.CloseStreams) // an MCP session's stream does not hold the stop
 	opt.Limits.Apply(d.srv)
 	return nil
 }

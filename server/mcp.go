@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -136,6 +137,11 @@ func (s *Server) mcpRoute(h http.Handler) http.HandlerFunc {
 		if !s.boundedBatch(w, r) {
 			return
 		}
+		if r.Method == http.MethodGet {
+			var done func()
+			r, done = s.streams.add(r)
+			defer done()
+		}
 		h.ServeHTTP(&rpcErrorWriter{ResponseWriter: w}, r)
 	})
 }
@@ -175,6 +181,52 @@ func (s *Server) boundedBatch(w http.ResponseWriter, r *http.Request) bool {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return true
+}
+
+// streamSet is the event streams open on GET /mcp: a client holds one
+// per session for as long as it likes, and a stopping server must not
+// wait for them (CloseStreams).
+type streamSet struct {
+	mu     sync.Mutex
+	next   int
+	open   map[int]context.CancelFunc
+	closed bool
+}
+
+// add gives r a context that CloseStreams ends; done forgets it.
+func (ss *streamSet) add(r *http.Request) (*http.Request, func()) {
+	ctx, cancel := context.WithCancel(r.Context())
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		cancel()
+		return r.WithContext(ctx), func() {}
+	}
+	if ss.open == nil {
+		ss.open = map[int]context.CancelFunc{}
+	}
+	id := ss.next
+	ss.next++
+	ss.open[id] = cancel
+	return r.WithContext(ctx), func() {
+		ss.mu.Lock()
+		delete(ss.open, id)
+		ss.mu.Unlock()
+		cancel()
+	}
+}
+
+// CloseStreams ends the MCP sessions' event streams, and every one opened
+// after: the server is stopping (http.Server.RegisterOnShutdown), and a
+// client reconnects to the next one.
+func (s *Server) CloseStreams() {
+	ss := &s.streams
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.closed = true
+	for _, cancel := range ss.open {
+		cancel()
+	}
 }
 
 // writeRPCError answers a JSON-RPC error that answers no request (id null).

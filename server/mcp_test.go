@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -223,4 +224,19 @@ func clipText(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// TestMCPStreamsEndAtStop: a session's open event stream (the GET every
+// client holds) does not hold a stopping server: its streams end at once.
+func TestMCPStreamsEndAtStop(t *testing.T) {
+	e := mcpEnv(t, "")
+	cs := mcpSession(t, e, e.NewKey(e.Tenant("acme"), "mcp", "read").Token, "")
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.Stop()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the stop took %v with a session's stream open", d)
+	}
 }

@@ -40,7 +40,8 @@ type Server struct {
 	// ([lawful_basis] skew, server/purpose.go).
 	LawfulSkew time.Duration
 	// MCP is the endpoint AI assistants read through (server/mcp.go).
-	MCP MCPSettings
+	MCP     MCPSettings
+	streams streamSet
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.

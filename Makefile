@@ -32,6 +32,7 @@ test-tools:
 	scripts/install-test-tools.sh
 	scripts/install-duckdb.sh
 	scripts/install-redocly.sh
+	scripts/install-mcp-client.sh
 	cd test/openapi && $(GO) mod download
 	cd test/tlog && $(GO) mod download
 

@@ -145,3 +145,39 @@ func (a *Archive) Versions(ctx context.Context, tenant, uuid ids.ID) ([]catalog.
 	}
 	return vs, nil
 }
+
+// OpenKept is OpenIf for one kept version of a vCon, current or hidden:
+// allow decides on the vCon's current version (the zero Version when it
+// has none), as a read of its versions is decided. ErrNotFound when the
+// tenant keeps no such version of it.
+func (a *Archive) OpenKept(ctx context.Context, tenant, uuid, version ids.ID, allow func(current catalog.Version) error) (catalog.Version, io.ReadCloser, error) {
+	for attempt := 0; ; attempt++ {
+		vs, err := a.Versions(ctx, tenant, uuid)
+		if err != nil {
+			return catalog.Version{}, nil, err
+		}
+		var cur, want catalog.Version
+		for _, v := range vs {
+			if v.Current {
+				cur = v
+			}
+			if v.ID == version {
+				want = v
+			}
+		}
+		if version.IsZero() || want.ID != version {
+			return want, nil, ErrNotFound
+		}
+		if allow != nil {
+			if err := allow(cur); err != nil {
+				return want, nil, err
+			}
+		}
+		// Looked up again when packed or moved meanwhile (invariant 7).
+		rc, err := a.OpenVersion(ctx, want)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			continue
+		}
+		return want, rc, err
+	}
+}

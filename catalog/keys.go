@@ -19,11 +19,15 @@ import (
 )
 
 // Scopes a tenant key may hold: audit reads the tenant's audit log as a
-// transparency log (docs/audit-log.md).
-var Scopes = []string{"write", "read", "delete", ScopeAudit}
+// transparency log (docs/audit-log.md); mcp, with read, lets an AI
+// assistant read through POST /mcp (docs/mcp.md).
+var Scopes = []string{"write", "read", "delete", ScopeAudit, ScopeMCP}
 
 // ScopeAudit is the tenant key scope of the audit log's routes.
 const ScopeAudit = "audit"
+
+// ScopeMCP is the tenant key scope of the MCP endpoint.
+const ScopeMCP = "mcp"
 
 // The scopes an operator key may hold, each a part of the admin API
 // (docs/keys-and-audit.md); every admin route names one (server/server.go).

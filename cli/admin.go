@@ -46,7 +46,7 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			keyTenant, keyLabel, keyScopes, keyPurposes, keyOperator = "", "", nil, nil, false
 			fs.StringVar(&keyTenant, "tenant", "", "the tenant (id or name) of a tenant key")
-			fs.Var(&keyScopes, "scope", "a scope: write, read or delete for a tenant key; metrics, tenants, holds, webhooks or log for an operator key, which holds them all without (repeat for more)")
+			fs.Var(&keyScopes, "scope", "a scope: write, read, delete, audit or mcp for a tenant key; metrics, tenants, holds, webhooks or log for an operator key, which holds them all without (repeat for more)")
 			fs.Var(&keyPurposes, "purpose", "a purpose the tenant key reads for, a word of a-z, 0-9 and _ as vCons' purpose_grants name it (repeat for more; docs/lawful-basis.md)")
 			fs.StringVar(&keyLabel, "label", "", "a label saying whose key it is (required)")
 			fs.BoolVar(&keyOperator, "operator", false, "an operator key, for the admin API of every tenant and /metrics")

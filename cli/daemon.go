@@ -255,12 +255,14 @@ func (d *Daemon) listen(cfg *config.Config, opt Options) error {
 	}
 	d.ln = tls.NewListener(ln, server.TLSConfig(cert))
 	s := &server.Server{Archive: d.Archive, Cat: d.Cat, Log: d.Log, MaxSize: cfg.MaxVconSize, Metrics: d.Metrics, Limits: opt.Limits,
-		Disk: d.Disk, Degraded: d.degraded, Webhooks: webhookRules(cfg), LawfulSkew: cfg.LawfulBasis.Skew}
+		Disk: d.Disk, Degraded: d.degraded, Webhooks: webhookRules(cfg), LawfulSkew: cfg.LawfulBasis.Skew,
+		MCP: server.MCPSettings{Enabled: cfg.MCP.Enabled, Rate: cfg.MCP.Rate, CallTimeout: cfg.MCP.CallTimeout, MaxResult: cfg.MCP.MaxResult}}
 	if d.Replica != nil {
 		s.Replica = d.Replica
 	}
 	s.Logs = d.Logs
 	d.srv = server.NewHTTPServer(s.Handler(), d.Log)
+	d.srv.RegisterOnShutdown(s.CloseStreams) // an MCP session's stream does not hold the stop
 	opt.Limits.Apply(d.srv)
 	return nil
 }

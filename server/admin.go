@@ -20,11 +20,15 @@ func by(r *http.Request) catalog.Actor {
 	return catalog.Actor{Name: actor(k), Label: k.Label}
 }
 
+// maxJSONBody bounds a JSON request body: an admin route's, a message to
+// the MCP endpoint.
+const maxJSONBody = 64 << 10
+
 // readJSON decodes a small JSON body strictly: unknown fields refused, and
 // anything but white space after the one JSON value too (a body with more
 // may mean one thing here and another to a proxy or a log).
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, 64<<10)
+	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

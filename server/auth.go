@@ -222,7 +222,7 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 	}
 	if id, err := ids.Parse(target); err == nil {
 		target = id.String()
-	} else if !strings.HasPrefix(target, "filters=") && !strings.HasPrefix(target, "erasure=") {
+	} else if !strings.HasPrefix(target, "filters=") && !strings.HasPrefix(target, "erasure=") && !strings.HasPrefix(target, "uuids=") {
 		target = "" // a malformed uuid is the caller's text: never record it
 	}
 	write := s.Cat.Audit
@@ -243,8 +243,8 @@ func (s *Server) audit(r *http.Request, k catalog.Key, action, target string, st
 // and synced within a second (docs/keys-and-audit.md). A 500 may follow a
 // change made before the failure.
 func changes(action string, status int) bool {
-	switch action {
-	case "read", "versions", "list", "erasure_read":
+	switch baseAction(action) {
+	case "read", "versions", "list", "erasure_read", "mcp", "mcp_call":
 		return false
 	}
 	return status < 400 || status == http.StatusInternalServerError

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vcon-server/vcon-server/internal/metrics"
@@ -26,6 +27,8 @@ type Metrics struct {
 	packFiles *metrics.Counter
 	packVers  *metrics.Counter
 	indexed   *metrics.Counter
+	mcpCalls  *metrics.Counter
+	mcpRefuse *metrics.Counter
 }
 
 // Outcomes of a pack run, the values of vcon_pack_runs_total{outcome}.
@@ -52,6 +55,16 @@ func NewMetrics(reg *metrics.Registry) *Metrics {
 		packFiles: reg.NewCounter("vcon_pack_files_total", "Pack files written from objects by pack runs."),
 		packVers:  reg.NewCounter("vcon_packed_versions_total", "Versions moved from objects into pack files."),
 		indexed:   reg.NewCounter("vcon_search_indexed_versions_total", "Versions read by the background search indexing (turning search on for a tenant)."),
+		mcpCalls:  reg.NewCounter("vcon_mcp_calls_total", "MCP tool calls and resource reads, by tool and outcome.", "tool", "outcome"),
+		mcpRefuse: reg.NewCounter("vcon_mcp_refusals_total", "MCP requests and calls refused, by reason.", "reason"),
+	}
+	for _, t := range append(append([]string{}, mcpTools...), "other", "resource") {
+		for _, o := range []string{"ok", "refused", "error"} {
+			m.mcpCalls.Declare(t, o)
+		}
+	}
+	for _, r := range mcpRefusals {
+		m.mcpRefuse.Declare(r)
 	}
 	m.sweeps.Declare("ok")
 	m.sweeps.Declare("error")
@@ -89,6 +102,46 @@ func (m *Metrics) PackRun(outcome string, files, versions int) {
 	m.packRuns.Inc(outcome)
 	m.packFiles.Add(float64(files))
 	m.packVers.Add(float64(versions))
+}
+
+// Why an MCP request or call is refused, the values of
+// vcon_mcp_refusals_total{reason}.
+const (
+	refusedScope   = "scope"        // the key lacks mcp or read
+	refusedOrigin  = "origin"       // a foreign Origin
+	refusedBatch   = "batch"        // a batch over maxBatch
+	refusedRate    = "rate"         // over [mcp] rate
+	refusedPurpose = "purpose"      // no purpose resolved for the key
+	refusedLawful  = "lawful_basis" // the vCon's lawful basis denies the purpose
+	refusedTimeout = "timeout"      // over [mcp] call_timeout
+)
+
+var mcpRefusals = []string{refusedScope, refusedOrigin, refusedBatch, refusedRate, refusedPurpose, refusedLawful, refusedTimeout}
+
+func (m *Metrics) mcpRefused(reason string) { m.mcpRefuse.Inc(reason) }
+
+// mcpCalled counts a call of tool ("resource" for a resource read) by
+// the class of the status the same read would answer.
+func (m *Metrics) mcpCalled(tool string, status int) {
+	outcome := "ok"
+	switch {
+	case status >= 500:
+		outcome = "error"
+	case status >= 400:
+		outcome = "refused"
+	}
+	m.mcpCalls.Inc(tool, outcome)
+}
+
+// baseTool is the tool a call's action names, "resource" for a resource
+// read.
+func baseTool(action string) string {
+	_, rest, _ := strings.Cut(action, " ")
+	k, v, _ := strings.Cut(rest, "=")
+	if k == "resource" {
+		return "resource"
+	}
+	return v
 }
 
 func (m *Metrics) stored(size int64) {

@@ -148,11 +148,16 @@ var denialText = map[string]string{
 	lawfulbasis.WhyNoGrant:   "the vCon's lawful basis grants nothing for the purpose",
 }
 
+// denialMessage says why e denied a read, and that where shows the grants.
+func denialMessage(e *deniedError, where string) string {
+	return denialText[e.why] + ": reading for " + e.purpose + " is not allowed; " + where + " shows its grants"
+}
+
 // unavailable answers 451 for a denied read: the purpose and why, and
 // where to look (GET /vcons/{uuid}/lawful-basis).
 func unavailable(w http.ResponseWriter, e *deniedError) int {
 	writeJSON(w, http.StatusUnavailableForLegalReasons, map[string]string{
-		"error":   denialText[e.why] + ": reading for " + e.purpose + " is not allowed; GET /vcons/{uuid}/lawful-basis shows its grants",
+		"error":   denialMessage(e, "GET /vcons/{uuid}/lawful-basis"),
 		"purpose": e.purpose,
 		"reason":  e.why,
 	})

@@ -124,7 +124,7 @@ func TestOperatorScopeRefusals(t *testing.T) {
 	}{
 		{[]string{"--operator", "--scope", "read"}, `vcon-server: unknown scope "read": use metrics, tenants, holds, webhooks, log`},
 		{[]string{"--operator", "--tenant", "acme"}, "vcon-server: an --operator key has no --tenant: it may use the admin API of every tenant"},
-		{[]string{"--tenant", "acme", "--scope", "metrics"}, `vcon-server: unknown scope "metrics": use write, read, delete, audit`},
+		{[]string{"--tenant", "acme", "--scope", "metrics"}, `vcon-server: unknown scope "metrics": use write, read, delete, audit, mcp`},
 	} {
 		_, errOut, code := e.TryCLI(append([]string{"key", "create", "--label", "x"}, c.args...)...)
 		if code == 0 || strings.TrimSpace(errOut) != c.want {

@@ -39,6 +39,9 @@ type Server struct {
 	// LawfulSkew is how long a lawful basis holds past its expiration
 	// ([lawful_basis] skew, server/purpose.go).
 	LawfulSkew time.Duration
+	// MCP is the endpoint AI assistants read through (server/mcp.go).
+	MCP     MCPSettings
+	streams streamSet
 }
 
 // A route is a pattern the mux answers, the key it needs and its handler.
@@ -85,6 +88,15 @@ func (s *Server) routes() []route {
 	operator := func(pattern, scope string, h http.HandlerFunc) route {
 		return route{pattern, keyOperator, scope, s.operatorRoute(scope, h)}
 	}
+	var mcpHandler http.Handler
+	if s.MCP.Enabled {
+		mcpHandler = s.newMCP()
+	}
+	// One SDK handler for the three: a session is started by a POST, read
+	// by a GET and ended by a DELETE (server/mcp.go).
+	mcpRoute := func(pattern string) route {
+		return route{pattern, keyTenant, catalog.ScopeMCP, s.mcpRoute(mcpHandler)}
+	}
 	return []route{
 		open("GET /health", s.health),
 		open("GET /openapi.json", serveOpenAPI),
@@ -103,6 +115,9 @@ func (s *Server) routes() []route {
 		tenant("GET /audit/log/key", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logKey)),
 		tenant("GET /audit/log/tile/{path...}", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logTile)),
 		tenant("GET /audit/log/proof", catalog.ScopeAudit, "audit_log", s.tenantLog(s.logProof)),
+		mcpRoute("POST /mcp"),
+		mcpRoute("GET /mcp"),
+		mcpRoute("DELETE /mcp"),
 
 		operator("POST /admin/tenants", catalog.ScopeTenants, s.createTenant),
 		operator("GET /admin/tenants", catalog.ScopeTenants, s.listTenants),

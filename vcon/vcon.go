@@ -15,6 +15,10 @@
 // while its string streams by. Memory stays under a few hundred KiB
 // whatever the body.
 //
+// WithoutDialogBodies (bodies.go) reads a stored vCon out again the same
+// way, holding no more than its limit: a result bounded in size (the MCP
+// endpoint's, docs/mcp.md) keeps the vCon but for its dialog bodies.
+//
 // Rules a caller may need (the rest is in the comments of Meta):
 //   - Duplicate keys: a member this package reads (members.go lists
 //     them, and where) that appears twice in one object refuses the vCon,

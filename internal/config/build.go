@@ -105,6 +105,7 @@ func (b *builder) build(raw *rawConfig, md *toml.MetaData) {
 	b.replica(raw, md)
 	b.webhooks(raw)
 	b.kms(raw, md.IsDefined)
+	b.mcp(raw)
 
 	if raw.AuditLog.CopyInterval != nil {
 		c.AuditLog.CopyInterval = b.seconds("audit_log.copy_interval", raw.AuditLog.CopyInterval, false)

@@ -34,6 +34,7 @@ type Config struct {
 	Webhooks    Webhooks
 	AuditLog    AuditLog
 	LawfulBasis LawfulBasis
+	MCP         MCP
 	KMS         *KMS // nil when [kms] is absent: master_key is the raw key
 }
 
@@ -60,6 +61,16 @@ type AuditLog struct {
 // clocks of whoever wrote it (the draft's "a few minutes").
 type LawfulBasis struct {
 	Skew time.Duration // whole seconds
+}
+
+// MCP is the endpoint AI assistants read through (docs/mcp.md): off
+// unless Enabled; Rate is tool calls a minute per key, CallTimeout bounds
+// one call, MaxResult the bytes of a vCon one result carries.
+type MCP struct {
+	Enabled     bool
+	Rate        int
+	CallTimeout time.Duration // whole seconds
+	MaxResult   int64         // bytes
 }
 
 type TLS struct {
@@ -127,6 +138,7 @@ func Default() *Config {
 		Log:         Log{Level: "info"},
 		AuditLog:    AuditLog{CopyInterval: time.Minute},
 		LawfulBasis: LawfulBasis{Skew: 300 * time.Second},
+		MCP:         MCP{Rate: 120, CallTimeout: 10 * time.Second, MaxResult: 256 << 10},
 	}
 }
 

@@ -58,6 +58,12 @@ level = "info"           # never a tenant, a uuid, an object key or vCon content
 
 [lawful_basis]
 skew = 120               # seconds a basis holds past its expiration
+
+[mcp]
+enabled = true           # POST /mcp for keys with the mcp scope
+rate = 60                # tool calls a minute per key
+call_timeout = 5         # seconds one call may take
+max_result = "128KiB"    # bytes of a vCon one result carries
 `
 
 const path = "/etc/vcon-server/vcon-server.toml"
@@ -100,6 +106,7 @@ func TestFullExample(t *testing.T) {
 		Log:         Log{Level: "info"},
 		AuditLog:    AuditLog{CopyInterval: time.Minute},
 		LawfulBasis: LawfulBasis{Skew: 120 * time.Second},
+		MCP:         MCP{Enabled: true, Rate: 60, CallTimeout: 5 * time.Second, MaxResult: 128 << 10},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)
@@ -238,6 +245,14 @@ func TestRefusals(t *testing.T) {
 		{"[lawful_basis]\nskew = \"5m\"\n", `configuration: lawful_basis.skew must be a whole number of seconds, not "5m"`},
 		{"[lawful_basis]\nskew = -1\n", `configuration: lawful_basis.skew must be 0 or more, not -1`},
 		{"lawful_basis = 300\n", `configuration: lawful_basis must be a table, not 300`},
+		{"mcp = true\n", `configuration: mcp must be a table, not true`},
+		{"[mcp]\nenabled = \"yes\"\n", `configuration: mcp.enabled must be true or false, not "yes"`},
+		{"[mcp]\nrate = 0\n", `configuration: mcp.rate must be from 1 to 100000 calls a minute, not 0`},
+		{"[mcp]\nrate = \"120/m\"\n", `configuration: mcp.rate must be a whole number of calls a minute, not "120/m"`},
+		{"[mcp]\ncall_timeout = 0\n", `configuration: mcp.call_timeout must be more than 0`},
+		{"[mcp]\ncall_timeout = 601\n", `configuration: mcp.call_timeout must be at most 600 seconds, not 601`},
+		{"[mcp]\nmax_result = 100\n", `configuration: mcp.max_result must be from 4KiB to 16MiB, not 100 bytes`},
+		{"[mcp]\nmax_results = 100\n", `configuration: unknown key mcp.max_results`},
 		{s3Table + "[storage.parquet]\nreader_grace = -1\n", "configuration: storage.parquet.reader_grace must be 0 or more, not -1"},
 		{s3Table + "[storage.parquet]\npack_limit = \"16MB\"\n", `configuration: storage.parquet.pack_limit must be a whole number of bytes, or of KiB, MiB or GiB (powers of 1024), such as "64MiB", not "16MB"`},
 

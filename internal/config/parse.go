@@ -61,6 +61,12 @@ type rawConfig struct {
 	LawfulBasis struct {
 		Skew any `toml:"skew"`
 	} `toml:"lawful_basis"`
+	MCP struct {
+		Enabled     any `toml:"enabled"`
+		Rate        any `toml:"rate"`
+		CallTimeout any `toml:"call_timeout"`
+		MaxResult   any `toml:"max_result"`
+	} `toml:"mcp"`
 	KMS rawKMS `toml:"kms"`
 }
 
@@ -85,7 +91,7 @@ type rawS3 struct {
 // tables are the keys that must hold a table.
 var tables = [][]string{
 	{"tls"}, {"retention"}, {"storage"}, {"storage", "s3"}, {"storage", "parquet"},
-	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"}, {"lawful_basis"},
+	{"export"}, {"export", "s3"}, {"log"}, {"replica"}, {"replica", "s3"}, {"webhooks"}, {"lawful_basis"}, {"mcp"},
 	{"kms"}, {"kms", "vault"}, {"kms", "awskms"}, {"kms", "command"},
 }
 

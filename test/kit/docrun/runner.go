@@ -256,7 +256,7 @@ func (e *Env) missingCommand(cmds []string) string {
 
 // toolWords are the host programs a page may run that the runner does
 // not stand in for; a page that uses one needs it installed.
-var toolWords = []string{"jq", "curl", "openssl", "make", "go", "sqlite3", "duckdb", "sha256sum", "cmp", "timeout", "python3"}
+var toolWords = []string{"jq", "curl", "openssl", "make", "go", "sqlite3", "duckdb", "sha256sum", "cmp", "timeout", "python3", "mcp-inspector"}
 
 // Tools lists the host programs the page's blocks run, of toolWords.
 func (p *Page) Tools() []string {

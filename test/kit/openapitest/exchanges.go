@@ -126,6 +126,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	reader := e.NewKey(tenant, "read").Token
 	deleter := e.NewKey(tenant, "delete").Token
 	auditor := e.NewKey(tenant, "audit").Token
+	assistant, otherAssistant := e.NewKey(tenant, "mcp", "read").Token, e.NewKey(tenant, "mcp", "read").Token
 	ops := e.OperatorKey().Token
 	// An operator key for each operator scope that holds every other one.
 	lacking := map[string]string{}
@@ -133,7 +134,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		lacking[sc] = e.OperatorKey(slices.DeleteFunc(slices.Clone(catalog.OperatorScopes), func(s string) bool { return s == sc })...).Token
 	}
 	s := &server.Server{Archive: e.Daemon.Archive, Cat: e.Daemon.Cat, Log: slog.New(slog.DiscardHandler), MaxSize: MaxSize,
-		Limits: server.Limits{AuthFailures: 2}, Logs: e.Daemon.Logs}
+		Limits: server.Limits{AuthFailures: 2}, Logs: e.Daemon.Logs, MCP: server.MCPSettings{Enabled: true}}
 	r := &runner{t: t, h: s.Handler()}
 
 	// What every operation answers alike.
@@ -151,11 +152,11 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 		default:
 			r.expect(401, "no key", false, m, target, "", nil)
 			r.expect(403, "an operator key", false, m, target, ops, nil)
-			other := map[string]string{"write": reader, "read": deleter, "delete": writer, "audit": writer}[op.Key]
+			other := map[string]string{"write": reader, "read": deleter, "delete": writer, "audit": writer, "mcp": reader}[op.Key]
 			r.expect(403, "a key without the "+op.Key+" scope", false, m, target, other, nil)
 		}
 		r.expect(400, "a header twice", false, m, target, ops, nil, "If-None-Match", `"a"`, "If-None-Match", `"b"`)
-		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter, "audit": auditor}[op.Key]
+		right := map[string]string{"": "", "operator": ops, "write": writer, "read": reader, "delete": deleter, "audit": auditor, "mcp": assistant}[op.Key]
 		r.expect(400, "a query parameter the route does not take", false, m, target+"?nope=1", right, nil)
 		// Two failed authentications (a wrong key: a request without one is
 		// not counted) block an address (Limits above);
@@ -174,6 +175,7 @@ func Exchanges(t *testing.T, d *Doc) []Exchange {
 	admin(r, ops, tenant)
 	erasures(r, writer, deleter, ops, tenant)
 	auditLogs(r, auditor, ops)
+	mcpExchanges(r, assistant, otherAssistant)
 
 	// The same server with its data directory's disk below min_free.
 	s.Disk, s.Degraded = lowDisk{}, func() []string { return []string{"the data directory's disk has less free space than min_free"} }

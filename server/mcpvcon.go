@@ -16,6 +16,7 @@ import (
 
 	"github.com/vcon-server/vcon-server/catalog"
 	"github.com/vcon-server/vcon-server/internal/ids"
+	"github.com/vcon-server/vcon-server/internal/jws"
 	"github.com/vcon-server/vcon-server/internal/vocab"
 	"github.com/vcon-server/vcon-server/vcon"
 )
@@ -32,14 +33,14 @@ import (
 
 // vconResult is what get_vcon says of the vCon it read.
 type vconResult struct {
-	UUID     string     `json:"uuid"`
-	Version  string     `json:"version"`
-	StoredAt string     `json:"stored_at"`
-	Form     vocab.Form `json:"form"`
-	Size     int64      `json:"size" jsonschema:"bytes as stored (gzip ones compressed)"`
-	SignedBy *string    `json:"signed_by" jsonschema:"who signed a signed vCon; null: this server does not verify signatures yet"`
-	Included bool       `json:"included" jsonschema:"whether the first content block holds the vCon's JSON"`
-	Note     string     `json:"note,omitempty" jsonschema:"what was left out, and why"`
+	UUID     string       `json:"uuid"`
+	Version  string       `json:"version"`
+	StoredAt string       `json:"stored_at"`
+	Form     vocab.Form   `json:"form"`
+	Size     int64        `json:"size" jsonschema:"bytes as stored (gzip ones compressed)"`
+	SignedBy []jws.Signer `json:"signed_by" jsonschema:"who the vCon's signatures were verified to when it was stored; null when the tenant's signature policy checked none"`
+	Included bool         `json:"included" jsonschema:"whether the first content block holds the vCon's JSON"`
+	Note     string       `json:"note,omitempty" jsonschema:"what was left out, and why"`
 }
 
 // readVcon reads uuid (at version, when given) for c: what it says of the
@@ -77,6 +78,11 @@ func (s *Server) readVcon(c *mcpCall, uuid, version string) (*vconResult, []byte
 	}
 	defer body.Close()
 	meta := &vconResult{UUID: id.String(), Version: v.ID.String(), StoredAt: timeText(v.StoredAt), Form: v.Form, Size: v.Size}
+	if v.Signers != "" {
+		// Written by the store's check (docs/signatures.md); one that
+		// does not read is left null.
+		json.Unmarshal([]byte(v.Signers), &meta.SignedBy)
+	}
 	reopen := func() (io.ReadCloser, error) { return s.Archive.OpenVersion(ctx, v) }
 	text, note, err := s.boundedJSON(v, body, reopen)
 	if err != nil {
@@ -120,7 +126,7 @@ func (s *Server) boundedJSON(v catalog.Version, body io.Reader, reopen func() (i
 	if err != nil {
 		return nil, "signed, but its payload is not a JSON vCon this server can show (" + err.Error() + ")", nil
 	}
-	return payload, "signed: the payload is shown; its signature is not verified (signed_by is null)", nil
+	return payload, "signed: the payload is shown; signed_by names who its signatures were verified to when it was stored, null when nobody checked them", nil
 }
 
 // readInflated reads at most n bytes of v's JSON from body, inflated when
@@ -225,7 +231,7 @@ func (s *Server) capabilitiesTool(ctx context.Context, _ *mcp.CallToolRequest, _
 		RatePerMin:  s.MCP.rate(),
 		CallTimeout: int(s.MCP.callTimeout().Seconds()),
 		Purposes:    append([]string{}, c.key.Purposes...),
-		Signatures:  "signed vCons come back as their payload with signed_by null: this server does not verify signatures yet",
+		Signatures:  "signed vCons come back as their payload; signed_by names who their signatures were verified to when stored, under the tenant's signature policy, null when it checked none",
 		Recorded:    "every call, refused ones too, is a record in the tenant's audit log: mcp_call, the tool, the purpose, the uuids returned",
 	}, nil
 }

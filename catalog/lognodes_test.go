@@ -19,17 +19,7 @@ import (
 // and the trees are those of the rows.
 func TestLogAppendsBesideAnotherProcess(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	server, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	cli, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	server, cli := twoHandles(t)
 	tn, err := cli.NewTenant(ctx, "acme", CLI)
 	if err != nil {
 		t.Fatal(err)

@@ -15,21 +15,11 @@ import (
 // statement already prepared on each of its connections.
 func TestPreparedReadsSeeOtherWriters(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	server, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	cli, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	server, cli := twoHandles(t)
 	var tn Tenant
 	var key Key
 	var token string
-	err = cli.Update(ctx, func(tx *Tx) error {
+	err := cli.Update(ctx, func(tx *Tx) error {
 		var err error
 		if tn, err = tx.CreateTenant("acme"); err != nil {
 			return err
@@ -109,4 +99,23 @@ func TestCloseLeavesNoConnection(t *testing.T) {
 			t.Fatalf("round %d: %d connection(s) open after Close", i, n)
 		}
 	}
+}
+
+// twoHandles opens one new catalog twice, as a server and the command
+// line beside it do, each closed at the test's end.
+func twoHandles(t *testing.T) (server, cli *Catalog) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	server, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	cli, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return server, cli
 }

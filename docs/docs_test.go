@@ -38,6 +38,7 @@ import (
 	"github.com/vcon-server/vcon-server/test/kit/kmstest"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/toolbin"
 )
 
 // TestDocs runs every page of docs/, each page in parallel with the others.
@@ -111,6 +112,13 @@ func runPage(t *testing.T, p *docrun.Page, pages map[string]*docrun.Page) {
 		switch tool {
 		case "duckdb":
 			opt.DuckDB = duckdbtest.Path(t) // skips or fails, loudly, without one
+		case "mcp-inspector":
+			// scripts/install-mcp-client.sh puts it beside the other tools.
+			path := toolbin.Find(tool, "")
+			if path == "" {
+				need(t, p.Name+" runs mcp-inspector, which is not installed: scripts/install-mcp-client.sh installs it")
+			}
+			opt.Programs = map[string]string{tool: path}
 		default:
 			if _, err := exec.LookPath(tool); err != nil {
 				need(t, p.Name+" runs "+tool+", which is not installed")

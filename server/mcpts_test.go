@@ -7,13 +7,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
+	"github.com/vcon-server/vcon-server/test/kit/toolbin"
 )
 
 // tsClient is the TypeScript client scripts/install-mcp-client.sh
@@ -21,16 +21,7 @@ import (
 // fails instead.
 func tsClient(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("VCON_TOOLS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "vcon-server", "tools")
-	}
-	p := filepath.Join(dir, "bin", "vcon-mcp-client")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	if p, err := exec.LookPath("vcon-mcp-client"); err == nil {
+	if p := toolbin.Find("vcon-mcp-client", ""); p != "" {
 		return p
 	}
 	msg := "the TypeScript MCP client is needed: install it with scripts/install-mcp-client.sh (node and npm, outside the repository)"

@@ -19,6 +19,9 @@ type Options struct {
 	Binary    string // the vcon-server program under test
 	Module    string // the checkout, which `git clone` of the project clones
 	DuckDB    string // a duckdb program for pages that use one, or ""
+	// Programs are other tools a page runs, by name, linked into the
+	// session's PATH (the MCP Inspector).
+	Programs map[string]string
 	Versitygw string // versitygw, for pages that use objects.example.com
 	// KMS is the key service pages reach as kms.example.com:4443, for
 	// pages that name it.
@@ -72,6 +75,11 @@ func NewEnv(dir string, opt Options, withS3 bool) (_ *Env, err error) {
 	}
 	if opt.DuckDB != "" {
 		if err := os.Symlink(opt.DuckDB, filepath.Join(bin, "duckdb")); err != nil {
+			return nil, err
+		}
+	}
+	for name, p := range opt.Programs {
+		if err := os.Symlink(p, filepath.Join(bin, name)); err != nil {
 			return nil, err
 		}
 	}

@@ -120,6 +120,8 @@ func checkSignatures(p signaturePolicy, m *vcon.Meta, payload func() (io.Reader,
 		return signed{}, nil
 	case m.PayloadUUID == "":
 		return refuse("its payload cannot be read as an unsigned vCon with a uuid")
+	case len(m.Signatures) == 0:
+		return refuse("its signatures are empty: a signed vCon needs at least one")
 	}
 	signers := make([]jws.Signer, 0, len(m.Signatures))
 	for i, sig := range m.Signatures {

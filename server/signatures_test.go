@@ -149,6 +149,7 @@ func TestSignaturesAtTheDoor(t *testing.T) {
 		store(jwstest.Signed(p, sig), 422, "signatures[0]: ")
 		store(jwstest.Signed(p, sig), 422, why)
 	}
+	store(jwstest.Signed(p), 422, "its signatures are empty")
 	if r := e.Do("GET", "/vcons/"+u, k.Token, nil); r.Status != 200 {
 		t.Errorf("the flattened one: %d", r.Status)
 	}

@@ -16,12 +16,12 @@ import (
 
 // Options say what a page's scratch environment is made of.
 type Options struct {
-	Binary    string // the vcon-server program under test
-	Module    string // the checkout, which `git clone` of the project clones
-	DuckDB    string // a duckdb program for pages that use one, or ""
+	Binary string // the vcon-server program under test
+	Module string // the checkout, which `git clone` of the project clones
+	DuckDB string // a duckdb program for pages that use one, or ""
 	// Programs are other tools a page runs, by name, linked into the
 	// session's PATH (the MCP Inspector).
-	Programs map[string]string
+	Programs  map[string]string
 	Versitygw string // versitygw, for pages that use objects.example.com
 	// KMS is the key service pages reach as kms.example.com:4443, for
 	// pages that name it.

@@ -146,17 +146,26 @@ func TestRestoreRefusesLoss(t *testing.T) {
 // unless they agree.
 func replicatedNumbers(t *testing.T, e *testenv.Env, ops string) int64 {
 	t.Helper()
-	var metric int64
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	var metric, last int64 = 0, -1
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
 		// The audit logs' checkpoints are catalog changes too: none may
-		// be left to sign between the reads below.
+		// be left to sign between the reads below. A record becomes
+		// signable only once replicated, so the background signer can
+		// add a change just after a quiet look: wait for two in a row.
 		if n, err := e.Daemon.Logs.Sign(t.Context()); err != nil || n > 0 {
+			last = -1
 			continue
 		}
 		m := e.Do("GET", "/metrics", ops, nil)
-		if metric = int64(metricValue(string(m.Body), "vcon_replica_replicated_change")); metric == e.Daemon.Replica.Status().Replicated {
+		metric = int64(metricValue(string(m.Body), "vcon_replica_replicated_change"))
+		if metric != e.Daemon.Replica.Status().Replicated {
+			last = -1
+			continue
+		}
+		if metric == last {
 			break
 		}
+		last = metric
 	}
 	e.Stop()
 	lines := regexp.MustCompile(`replica: every change is in the replica.* replicated=(\d+)`).FindAllStringSubmatch(e.Log.String(), -1)

@@ -259,6 +259,17 @@ func (tx *Tx) SetReplicaState(state []byte, trim int64) error {
 	return nil
 }
 
+// ReplicaProgress reads the replica's progress in the transaction (nil:
+// none since its record was written).
+func (tx *Tx) ReplicaProgress() ([]byte, error) {
+	var v []byte
+	err := tx.queryRow(`SELECT value FROM replica_state WHERE key = 'progress'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return v, err
+}
+
 // SetReplicaProgress records how far the replica's segments reach.
 func (tx *Tx) SetReplicaProgress(progress []byte) error {
 	_, err := tx.exec(`INSERT OR REPLACE INTO replica_state(key, value) VALUES ('progress', ?)`, progress)

@@ -13,47 +13,56 @@ import (
 // commit, whatever other connections write meanwhile.
 type View struct {
 	ctx      context.Context
-	conn     *sql.Conn
+	tx       *sql.Tx
 	prepared prepared
 }
 
-// prepared runs each query through a statement prepared once on conn: a
-// segment reads many rows of few tables, so each query is parsed once.
+// prepared runs each query of a segment's reads through the catalog's
+// statement cache (stmts.go): a segment is cut for every few writes with
+// max_lag = 0, and parsing its queries anew each time was a fifth of a
+// write's CPU. A statement serves one open result at a time on a
+// connection: no query a view runs this way is open twice at once (the
+// change log's stays open while each row's is read, never its own).
 type prepared struct {
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt
+	c     *Catalog
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt // the transaction's copies, by query
 }
 
 func (p prepared) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	st, ok := p.stmts[q]
 	if !ok {
-		var err error
-		if st, err = p.conn.PrepareContext(ctx, q); err != nil {
-			return nil, err
+		// As a write transaction's: a query not prepared yet runs
+		// unprepared while the cache prepares it beside, since a read
+		// holding its connection must not wait for another.
+		s := p.c.txStmt(q)
+		if s == nil {
+			return p.tx.QueryContext(ctx, q, args...)
 		}
+		st = p.tx.StmtContext(ctx, s)
 		p.stmts[q] = st
 	}
 	return st.QueryContext(ctx, args...)
 }
 
+func (p prepared) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if s := p.c.txStmt(q); s != nil {
+		return p.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	}
+	return p.tx.QueryRowContext(ctx, q, args...)
+}
+
 // Read runs fn in a read transaction. While it lasts, a checkpoint waits
 // (a purge's checkpoint included), so fn should not dawdle.
 func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
-	conn, err := c.db.Conn(ctx)
+	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
 		return fmt.Errorf("catalog: begin a read: %w", err)
 	}
-	defer conn.ExecContext(context.Background(), `ROLLBACK`)
-	v := &View{ctx: ctx, conn: conn, prepared: prepared{conn, map[string]*sql.Stmt{}}}
-	defer func() {
-		for _, st := range v.prepared.stmts {
-			st.Close()
-		}
-	}()
+	// A read transaction changes nothing: its end is a rollback, whose
+	// statements database/sql closes.
+	defer tx.Rollback()
+	v := &View{ctx: ctx, tx: tx, prepared: prepared{c, tx, map[string]*sql.Stmt{}}}
 	// The first read fixes the snapshot every later read sees.
 	if _, err := v.LastChange(); err != nil {
 		return err
@@ -62,15 +71,15 @@ func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
 }
 
 // LastChange is LastChange as of the view.
-func (v *View) LastChange() (int64, error) { return lastChange(v.ctx, v.conn) }
+func (v *View) LastChange() (int64, error) { return lastChange(v.ctx, v.prepared) }
 
 // Tables lists the carried tables.
-func (v *View) Tables() ([]RepTable, error) { return repTables(v.ctx, v.conn) }
+func (v *View) Tables() ([]RepTable, error) { return repTables(v.ctx, v.tx) }
 
 // Schema returns every table and index, in the order they were made, and
 // its fingerprint; the replica's own tables and triggers are left out of
 // the fingerprint only.
-func (v *View) Schema() ([]SchemaItem, string, error) { return readSchema(v.ctx, v.conn) }
+func (v *View) Schema() ([]SchemaItem, string, error) { return readSchema(v.ctx, v.tx) }
 
 func readSchema(ctx context.Context, q querier) ([]SchemaItem, string, error) {
 	var out []SchemaItem
@@ -94,7 +103,7 @@ func readSchema(ctx context.Context, q querier) ([]SchemaItem, string, error) {
 // after after, up to and including upto, in no particular order: what a
 // reader needs is each row's value as of the view, not its history.
 func (v *View) Changes(after, upto int64, fn func(table string, key []any) error) error {
-	return eachRow(v.ctx, v.conn, "the change log", func(r row) error {
+	return eachRow(v.ctx, v.prepared, "the change log", func(r row) error {
 		var t string
 		k := make([]any, maxKeyCols)
 		if err := r.Scan(&t, &k[0], &k[1], &k[2], &k[3]); err != nil {
@@ -146,7 +155,7 @@ func (v *View) Range(t RepTable, lo, hi []any, fn func(row []any) error) error {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY " + keys
-	return eachRow(v.ctx, v.conn, "rows of "+t.Name, func(r row) error {
+	return eachRow(v.ctx, v.tx, "rows of "+t.Name, func(r row) error {
 		vals, err := scanRow(r, len(t.Cols))
 		if err != nil {
 			return err

@@ -18,11 +18,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -54,17 +51,24 @@ type Replica struct {
 	cfg Config
 	s   sealer
 
-	turn     chan struct{} // one replica step at a time in this process (a token, so a wait can end with its context); the lock file across processes
-	forgets  atomic.Int64
-	forgot   int64  // forget requests a finished rollover covers (in turn)
-	schema   string // the catalog's schema fingerprint, read once (in turn)
-	wake     chan struct{}
-	progress chan struct{} // closed and replaced whenever a step ends
+	turn    chan struct{} // one replica step at a time in this process (a token, so a wait can end with its context); the lock file across processes
+	endMu   sync.Mutex    // guards stepEnd
+	forgets atomic.Int64
+	forgot  int64  // forget requests a finished rollover covers (in turn)
+	schema  string // the catalog's schema fingerprint, read once (in turn)
+	wake    chan struct{}
+	stepEnd chan struct{} // closed and replaced whenever a step ends
 
 	behindSince atomic.Int64 // Unix nanos since the oldest change not replicated was seen; 0: caught up
 	seenMu      sync.Mutex
 	seen        []sighting // changes seen and not yet replicated, oldest first
 	lastErr     atomic.Pointer[error]
+
+	// The newest segment's progress, and whether a save of it runs
+	// (progress.go); saveMu orders the saves of the record.
+	unsaved atomic.Pointer[progress]
+	saving  atomic.Bool
+	saveMu  sync.Mutex
 
 	gen      atomic.Int64
 	uploaded atomic.Int64
@@ -87,7 +91,7 @@ func New(cfg Config) *Replica {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), wake: make(chan struct{}, 1), stepEnd: make(chan struct{})}
 }
 
 // String names the target for operators.
@@ -165,6 +169,14 @@ type manifest struct {
 	Tables   []table              `json:"tables"`
 }
 
+// advance takes p's reach when p is of st's generation and reaches
+// further.
+func (st *state) advance(p *progress) {
+	if p != nil && p.Gen == st.Gen && p.Uploaded > st.Uploaded {
+		st.Uploaded, st.Segments, st.Last, st.LastHash = p.Uploaded, p.Segments, p.Last, p.LastHash
+	}
+}
+
 // progress is what each segment changes of the record.
 type progress struct {
 	Gen      int64  `json:"gen"`
@@ -175,6 +187,9 @@ type progress struct {
 }
 
 func (r *Replica) loadState(ctx context.Context) (*state, error) {
+	// Read before the catalog: a save that ends in between clears it
+	// only once the catalog holds it.
+	unsaved := r.unsaved.Load()
 	b, pb, err := r.cfg.Cat.ReplicaState(ctx)
 	if err != nil || b == nil {
 		return nil, err
@@ -188,98 +203,11 @@ func (r *Replica) loadState(ctx context.Context) (*state, error) {
 		if err := json.Unmarshal(pb, &p); err != nil {
 			return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
 		}
-		if p.Gen == st.Gen && p.Uploaded > st.Uploaded {
-			st.Uploaded, st.Segments, st.Last, st.LastHash = p.Uploaded, p.Segments, p.Last, p.LastHash
-		}
+		st.advance(&p)
 	}
+	// This process's newest segment, which the catalog may not hold yet.
+	st.advance(unsaved)
 	return st, nil
-}
-
-func (r *Replica) saveState(ctx context.Context, st *state, trim int64) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := r.cfg.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetReplicaState(b, trim) }); err != nil {
-		return fmt.Errorf("replica: record progress: %w", err)
-	}
-	r.gen.Store(st.Gen)
-	r.uploaded.Store(st.Uploaded)
-	return nil
-}
-
-// saveProgress records a segment: the record's shard list stays as it is.
-func (r *Replica) saveProgress(ctx context.Context, st *state) error {
-	b, err := json.Marshal(progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments, Last: st.Last, LastHash: st.LastHash})
-	if err != nil {
-		return err
-	}
-	if err := r.cfg.Cat.Update(ctx, func(tx *catalog.Tx) error { return tx.SetReplicaProgress(b) }); err != nil {
-		return fmt.Errorf("replica: record progress: %w", err)
-	}
-	r.uploaded.Store(st.Uploaded)
-	return nil
-}
-
-// lock takes this process's turn and the data directory's lock file, or
-// gives up when ctx ends: a write with max_lag 0 waits for a step held up
-// by a slow target or a long rollover no longer than its own deadline.
-func (r *Replica) lock(ctx context.Context) (func(), error) {
-	select {
-	case r.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	f, err := os.OpenFile(filepath.Join(r.cfg.DataDir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		<-r.turn
-		return nil, fmt.Errorf("replica: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			<-r.turn
-			return nil, fmt.Errorf("replica: lock %s: %w", LockName, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			<-r.turn
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return func() {
-		f.Close()
-		close(r.progress)
-		r.progress = make(chan struct{})
-		<-r.turn
-	}, nil
-}
-
-// Sync returns once every change committed before it was called is in the
-// replica, cutting the segment itself if no other caller is. Concurrent
-// callers share one segment.
-func (r *Replica) Sync(ctx context.Context) error {
-	want, err := r.cfg.Cat.LastChange(ctx)
-	if err != nil {
-		return err
-	}
-	if r.gen.Load() > 0 && r.uploaded.Load() >= want {
-		return nil
-	}
-	unlock, err := r.lock(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	err = r.step(ctx, want)
-	r.note(err)
-	return err
 }
 
 // note records the outcome of a step for Admit and the metrics.
@@ -380,7 +308,7 @@ func (r *Replica) compactDue(st *state) bool {
 
 // cutSegment writes the rows changed after st.Uploaded, as of now, as one
 // segment of the current generation that names the one before it, then
-// the head that names it, then the record.
+// the head that names it; the record follows (progress.go).
 func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	tables := map[string]catalog.RepTable{}
 	for _, t := range st.Tables {
@@ -421,7 +349,9 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	st.Uploaded = last
 	st.Segments++
 	st.Last, st.LastHash = key, w.sum
-	return r.saveProgress(ctx, st)
+	r.unsaved.Store(&progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments, Last: st.Last, LastHash: st.LastHash})
+	r.uploaded.Store(last)
+	return nil
 }
 
 // writeChanges writes a segment body: the object before it in the chain

@@ -55,6 +55,9 @@ func (r *Replica) Run(ctx context.Context) {
 // number the replica then holds: the number check shows, and that
 // restore --at-least takes (docs/disaster-recovery.md).
 func (r *Replica) Drain(ctx context.Context) error {
+	for r.saving.Load() { // the last acknowledgement's save of the record
+		time.Sleep(time.Millisecond)
+	}
 	if err := r.Sync(ctx); err != nil {
 		return err
 	}
@@ -150,14 +153,14 @@ func (r *Replica) Admit(ctx context.Context) error {
 // wrapping ErrBehind; otherwise at once.
 func (r *Replica) Acknowledge(ctx context.Context) error {
 	if r.cfg.MaxLag > 0 {
-		r.Wake()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
-	if err := r.Sync(ctx); err != nil {
+	if err := r.sync(ctx); err != nil {
 		return fmt.Errorf("%w: %s did not take the change: %v", ErrBehind, r.String(), err)
 	}
+	r.saveLater()
 	return nil
 }
 

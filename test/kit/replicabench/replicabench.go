@@ -23,8 +23,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,14 +101,15 @@ func (r *Result) Off() *Result { return r.off }
 // Ratio is Rate over the replica off's.
 func (r *Result) Ratio() float64 { return r.Rate() / r.off.Rate() }
 
-// RoundRatios are each round's rate over the replica off's in that round:
-// their spread says how much the host's noise moved the figure.
-func (r *Result) RoundRatios() []float64 {
-	out := make([]float64, len(r.Turns))
+// RoundRatios are the least and the greatest of the rounds' ratios, each
+// round's rate over the replica off's in that round: their spread says how
+// much the host's noise moved the figure.
+func (r *Result) RoundRatios() (lo, hi float64) {
+	v := make([]float64, len(r.Turns))
 	for i, t := range r.Turns {
-		out[i] = t.Rate() / r.off.Turns[i].Rate()
+		v[i] = t.Rate() / r.off.Turns[i].Rate()
 	}
-	return out
+	return slices.Min(v), slices.Max(v)
 }
 
 // PerVersion is what was uploaded to the replica per stored version, in
@@ -211,40 +210,15 @@ func turn(t testing.TB, o Options, c Config) Turn {
 // runs the same load.
 func Store(t testing.TB, e *testenv.Env, client *http.Client, token string, d time.Duration) Turn {
 	t.Helper()
-	var mu sync.Mutex
-	var lat []time.Duration
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	start := time.Now()
-	end := start.Add(d)
-	for range Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for time.Now().Before(end) && failed.Load() == nil {
-				t0 := time.Now()
-				if err := post(client, e.BaseURL, token, benchkit.Vcon4K(ids.NewRandom().String())); err != nil {
-					failed.Store(err)
-					break
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
+	lat, elapsed := benchkit.ClosedLoop(t, Clients, d, func(int) error {
+		return post(client, e.BaseURL, token, benchkit.Vcon4K(ids.NewRandom().String()))
+	})
 	if len(lat) == 0 {
 		t.Fatalf("no store ended in %s", d)
 	}
 	slices.Sort(lat)
-	return Turn{Stores: len(lat), Elapsed: elapsed, P50: lat[(len(lat)-1)/2], P99: lat[(len(lat)*99+99)/100-1]}
+	// Nearest rank: the smallest latency at least p% of the stores kept.
+	return Turn{Stores: len(lat), Elapsed: elapsed, P50: lat[(len(lat)+1)/2-1], P99: lat[(len(lat)*99+99)/100-1]}
 }
 
 func post(client *http.Client, base, token string, body []byte) error {

@@ -2,7 +2,6 @@ package replicabench
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -34,8 +33,8 @@ func Table(results []*Result, o Options) string {
 		}
 		ratios, goal, perVer, puts := "-", "-", "-", "-"
 		if r.Lag != Off {
-			rr := r.RoundRatios()
-			ratios = fmt.Sprintf("%.2f–%.2f", slices.Min(rr), slices.Max(rr))
+			lo, hi := r.RoundRatios()
+			ratios = fmt.Sprintf("%.2f–%.2f", lo, hi)
 			goal = yes(r.MeetsLatencyGoal())
 			by, ob := r.PerVersion()
 			perVer, puts = fmt.Sprintf("%.0f", by), fmt.Sprintf("%.3f", ob)

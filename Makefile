@@ -97,7 +97,7 @@ scale:
 # against the replica off in the same run, p50/p99 and the bytes and PUTs
 # uploaded per stored version (test/kit/replicabench); then a 0d DELETE's
 # latency and restore's time at VCON_REPLICA_BENCH_VERSIONS (100,000 by
-# default). About 9 minutes on 2 shared cores. Knobs (test/replica/
+# default). About 6 minutes on 2 shared cores. Knobs (test/replica/
 # bench_test.go): VCON_REPLICA_BENCH_SECONDS, _ROUNDS, _STORAGE=dir|s3,
 # _PROFILE. make perf has the same ingest rows. Never part of test.
 replica-bench:

@@ -187,6 +187,8 @@ func turn(t testing.TB, o Options, c Config) Turn {
 		}
 		opts.Storage += fmt.Sprintf("\n[replica]\nto = %q\nmax_lag = %d\n", to, c.Lag)
 		name += fmt.Sprintf("-lag%d", c.Lag)
+	} else {
+		name += "-off"
 	}
 	e := testenv.Prepare(t, opts)
 	token := e.NewKey(e.Tenant("bench"), "write").Token

@@ -54,9 +54,11 @@ bench: test-tools
 # Issue 15's benchmark table: what the server adds to the S3 calls and the
 # disk writes it makes (S3 store and read at 8 and 16 clients against a
 # do-nothing TLS proxy and raw S3, the data directory against an fsync
-# loop, packed reads, a pack run, export, p50/p99, server and export RSS),
-# each figure beside its baseline from the same run, as one markdown
-# table; 11 to 14 minutes on 2 shared cores, most of it 110,000 stores.
+# loop, packed reads, a pack run, export, p50/p99, server and export RSS,
+# and issue 31's replica rows: make replica-bench's ingest, max_lag 1 and
+# 0 against the replica off on the data directory and on S3), each figure
+# beside its baseline from the same run, as one markdown table; 15 to 19
+# minutes on 2 shared cores, most of it 110,000 stores.
 # Knobs (test/bench/perf_test.go): VCON_PERF_SECONDS, VCON_PERF_VERSIONS
 # (100,000 by default; 990000 for RSS at 1,000,000), VCON_PERF_ROWS,
 # VCON_CPUPROFILE_DIR (the server's CPU profile per row),
@@ -88,11 +90,18 @@ soak: test-tools
 scale:
 	VCON_SCALE=1 $(GO) test -count=1 -timeout 180m -v -run '^TestScale$$' ./test/scale/
 
-# The replica's benchmark (issue 14): ingest with the replica off, max_lag
-# 1 and 0 (ratios, one run), bytes uploaded per stored version, a 0d
-# DELETE's latency and restore's time at VCON_REPLICA_BENCH_VERSIONS
-# (100,000 by default). Never part of test.
+# The replica's benchmark (issues 14 and 31): stores of 4 KiB vCons by 8
+# clients with the replica off, max_lag 1 and max_lag 0, on the data
+# directory (replica in a directory) and on S3 (versitygw on loopback,
+# replica in the bucket), 5 interleaved rounds of 5 s, the medians, ratios
+# against the replica off in the same run, p50/p99 and the bytes and PUTs
+# uploaded per stored version (test/kit/replicabench); then a 0d DELETE's
+# latency and restore's time at VCON_REPLICA_BENCH_VERSIONS (100,000 by
+# default). About 6 minutes on 2 shared cores. Knobs (test/replica/
+# bench_test.go): VCON_REPLICA_BENCH_SECONDS, _ROUNDS, _STORAGE=dir|s3,
+# _PROFILE. make perf has the same ingest rows. Never part of test.
 replica-bench:
+	scripts/install-test-tools.sh versitygw
 	VCON_REPLICA_BENCH=1 $(GO) test -count=1 -timeout 180m -v -run '^TestReplicaBench$$' ./test/replica/
 
 # The webhooks' benchmark (issue 18): ingest with a webhook on and off

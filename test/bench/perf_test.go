@@ -22,7 +22,8 @@ import (
 //	VCON_PERF_PACK=10000       versions of the pack run
 //	VCON_PERF_VERSIONS=100000  versions stored after the first 10,000 (RSS
 //	                           row); the export exports all of them
-//	VCON_PERF_ROWS=s3,dir,...  only these groups: s3, dir, packed, pack, rss
+//	VCON_PERF_ROWS=s3,dir,...  only these groups: s3, dir, packed, pack, rss,
+//	                           replica
 //	VCON_PERF_OUT=file         also write the table there
 //	VCON_CPUPROFILE_DIR=dir    write the server's CPU profile per row there
 //	                           (testenv.StartProfiled) and print each
@@ -95,6 +96,7 @@ var groups = []struct {
 	{"packed", packedRows},
 	{"pack", packRows},
 	{"rss", rssRows},
+	{"replica", replicaRows},
 }
 
 // TestPerf is `make perf`: every benchmark of issue 15, one table.

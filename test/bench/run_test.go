@@ -125,40 +125,11 @@ func (r result) cores(procs ...int) float64 {
 	return d.Seconds() / r.elapsed.Seconds()
 }
 
-// closedLoop runs fn from clients goroutines, each calling again as soon
-// as its call returns, for d, and records every call. A client that fails
-// fails the test.
+// closedLoop is benchkit.ClosedLoop as a result.
 func closedLoop(t testing.TB, clients int, d time.Duration, fn func(client int) error) result {
 	t.Helper()
-	var mu sync.Mutex
-	var all []time.Duration
-	var failed atomic.Value
-	start := time.Now()
-	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var lat []time.Duration
-			for time.Now().Before(deadline) && failed.Load() == nil {
-				s := time.Now()
-				if err := fn(c); err != nil {
-					failed.Store(err)
-					break
-				}
-				lat = append(lat, time.Since(s))
-			}
-			mu.Lock()
-			all = append(all, lat...)
-			mu.Unlock()
-		}(c)
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
-	return result{ops: len(all), elapsed: time.Since(start), lat: all}
+	lat, elapsed := benchkit.ClosedLoop(t, clients, d, fn)
+	return result{ops: len(lat), elapsed: elapsed, lat: lat}
 }
 
 // counted runs n calls of fn (numbered 0..n-1) over clients goroutines.

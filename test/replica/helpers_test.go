@@ -287,3 +287,15 @@ func serveLog(t *testing.T, e *testenv.Env) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// metricValue is the value of the unlabelled sample name on a /metrics
+// page, 0 when there is none.
+func metricValue(text, name string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
+}

@@ -1,6 +1,7 @@
 // Package benchkit holds what more than one benchmark package needs: the
-// 4 KiB vCon they store, the disk's floor for a durable small file, and a
-// child process's peak RSS and CPU time.
+// 4 KiB vCon they store, the closed loop of clients that runs a load, the
+// disk's floor for a durable small file, and a child process's peak RSS
+// and CPU time.
 package benchkit
 
 import (
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +25,44 @@ func Vcon4K(uuid string) []byte {
 	body := apitest.NewVcon(uuid, "benchmark", "+15555550100")
 	pad := 4096 - len(body) - len(`,"pad":""`)
 	return append(body[:len(body)-1], []byte(`,"pad":"`+strings.Repeat("x", pad)+`"}`)...)
+}
+
+// ClosedLoop runs fn from clients goroutines, each calling again as soon
+// as its call returns, for d, and returns every call's latency and the
+// time all of them took. The first call that fails stops every client and
+// fails the test.
+func ClosedLoop(t testing.TB, clients int, d time.Duration, fn func(client int) error) ([]time.Duration, time.Duration) {
+	t.Helper()
+	var mu sync.Mutex
+	var all []time.Duration
+	var failed atomic.Value
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var lat []time.Duration
+			for time.Now().Before(deadline) && failed.Load() == nil {
+				s := time.Now()
+				if err := fn(c); err != nil {
+					failed.Store(err)
+					break
+				}
+				lat = append(lat, time.Since(s))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	return all, elapsed
 }
 
 // WriteDurable writes body as a new file in dir with the steps the data

@@ -55,7 +55,9 @@ func (p prepared) QueryRowContext(ctx context.Context, q string, args ...any) *s
 // Read runs fn in a read transaction. While it lasts, a checkpoint waits
 // (a purge's checkpoint included), so fn should not dawdle.
 func (c *Catalog) Read(ctx context.Context, fn func(*View) error) error {
-	tx, err := c.db.BeginTx(ctx, nil)
+	// Read-only, so a plain BEGIN: the pool's writes begin IMMEDIATE
+	// (dsn), which would queue a segment's read behind the writer.
+	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("catalog: begin a read: %w", err)
 	}
@@ -113,24 +115,59 @@ func (v *View) Changes(after, upto int64, fn func(table string, key []any) error
 	}, `SELECT DISTINCT tbl, k1, k2, k3, k4 FROM replica_log WHERE seq > ? AND seq <= ?`, after, upto)
 }
 
-// Row reads the row of t named by key (the first len(t.Key) values are
-// used); nil when there is none.
-func (v *View) Row(t RepTable, key []any) ([]any, error) {
-	kc := t.keyCols()
-	where := make([]string, len(kc))
-	for i, k := range kc {
-		where[i] = colList([]string{k}) + " = ?"
-	}
-	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s`, colList(t.Cols), quoteIdent(t.Name), strings.Join(where, " AND "))
-	var out []any
-	err := eachRow(v.ctx, v.prepared, "a row of "+t.Name, func(r row) error {
-		var err error
-		if out, err = scanRow(r, len(t.Cols)); err != nil {
+// ChangedTables names the tables of the rows the log notes after after,
+// up to and including upto.
+func (v *View) ChangedTables(after, upto int64) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := eachRow(v.ctx, v.prepared, "the change log", func(r row) error {
+		var t string
+		if err := r.Scan(&t); err != nil {
 			return err
 		}
-		return errStop
-	}, q, key[:len(kc)]...)
+		out[t] = true
+		return nil
+	}, `SELECT DISTINCT tbl FROM replica_log WHERE seq > ? AND seq <= ?`, after, upto)
 	return out, err
+}
+
+// ChangedRows calls fn once with the key and the row as of the view (nil:
+// gone) of every row of t the log notes after after, up to and including
+// upto, in no particular order. One query joins the log's keys to the
+// table: a segment reads its rows table by table, not one query a row.
+func (v *View) ChangedRows(t RepTable, after, upto int64, fn func(key, row []any) error) error {
+	nk := len(t.Key)
+	n := nk + len(t.Cols) + 1
+	return eachRow(v.ctx, v.prepared, "the changed rows of "+t.Name, func(r row) error {
+		vals, err := scanRow(r, n)
+		if err != nil {
+			return err
+		}
+		key, row := vals[:nk], vals[nk:n-1]
+		if gone, _ := vals[n-1].(int64); gone == 1 {
+			row = nil
+		}
+		return fn(key, row)
+	}, changedRowsQuery(t), t.Name, after, upto)
+}
+
+// changedRowsQuery is ChangedRows' query of t: the log's distinct keys
+// of t in a range of change numbers, each with the row it names, if any.
+func changedRowsQuery(t RepTable) string {
+	kc := t.keyCols()
+	keys := make([]string, len(kc))
+	on := make([]string, len(kc))
+	for i, k := range kc {
+		keys[i] = fmt.Sprintf("k%d", i+1)
+		on[i] = "t." + colList([]string{k}) + " = l." + keys[i]
+	}
+	cols := make([]string, len(t.Cols))
+	for i, c := range t.Cols {
+		cols[i] = "t." + colList([]string{c})
+	}
+	// A key column is never NULL in a row that is there (a primary key
+	// of a WITHOUT ROWID table, an INTEGER PRIMARY KEY or the rowid).
+	return fmt.Sprintf(`SELECT l.%s, %s, t.%s IS NULL FROM (SELECT DISTINCT %s FROM replica_log WHERE tbl = ? AND seq > ? AND seq <= ?) l LEFT JOIN %s t ON %s`,
+		strings.Join(keys, ", l."), strings.Join(cols, ", "), colList(kc[:1]), strings.Join(keys, ", "), quoteIdent(t.Name), strings.Join(on, " AND "))
 }
 
 // Range calls fn with every row of t whose key is at least lo and below

@@ -376,34 +376,35 @@ func writeChanges(w io.Writer, v *catalog.View, prev link, list []table, tables 
 			e.uvarint(uint64(k))
 		}
 	}
-	err := v.Changes(after, upto, func(name string, key []any) error {
-		t, ok := tables[name]
-		if !ok {
-			return nil // a table the replica does not carry
+	changed, err := v.ChangedTables(after, upto)
+	if err != nil {
+		return err
+	}
+	for _, lt := range list {
+		t, ok := tables[lt.Name]
+		if !ok || !changed[lt.Name] {
+			continue // unchanged, or a table the replica does not carry
 		}
-		key = key[:len(t.Key)]
-		row, err := v.Row(t, key)
+		err := v.ChangedRows(t, after, upto, func(key, row []any) error {
+			if visit != nil {
+				if err := visit(t, key, row); err != nil {
+					return err
+				}
+			}
+			if row == nil {
+				e.byte(recDelete)
+				e.uvarint(uint64(index[t.Name]))
+				e.values(key)
+			} else {
+				e.byte(recPut)
+				e.uvarint(uint64(index[t.Name]))
+				e.values(row)
+			}
+			return e.err
+		})
 		if err != nil {
 			return err
 		}
-		if visit != nil {
-			if err := visit(t, key, row); err != nil {
-				return err
-			}
-		}
-		if row == nil {
-			e.byte(recDelete)
-			e.uvarint(uint64(index[name]))
-			e.values(key)
-		} else {
-			e.byte(recPut)
-			e.uvarint(uint64(index[name]))
-			e.values(row)
-		}
-		return e.err
-	})
-	if err != nil {
-		return err
 	}
 	e.byte(recEnd)
 	return e.flush()

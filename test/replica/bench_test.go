@@ -49,8 +49,8 @@ import (
 // by default), VCON_REPLICA_BENCH_ROUNDS the rounds (5),
 // VCON_REPLICA_BENCH_STORAGE=dir or s3 only that storage's rows, for a
 // quick look; VCON_REPLICA_BENCH_PROFILE a file for a CPU profile of an
-// in-process server under the same load with max_lag = 0 and the replica
-// in a directory.
+// in-process server under the same load with the replica in a directory,
+// at VCON_REPLICA_BENCH_PROFILE_LAG's max_lag (0 when unset).
 func TestReplicaBench(t *testing.T) {
 	if os.Getenv("VCON_REPLICA_BENCH") != "1" {
 		t.Skip("the replica benchmark runs with VCON_REPLICA_BENCH=1 (make replica-bench)")
@@ -73,8 +73,12 @@ func TestReplicaBench(t *testing.T) {
 	out.WriteString(replicabench.Table(replicabench.Run(t, o), o))
 	benchPurgeAndRestore(t, &out, size)
 	if path := os.Getenv("VCON_REPLICA_BENCH_PROFILE"); path != "" {
-		benchProfile(t, path, o.Turn)
-		fmt.Fprintf(&out, "CPU profile of an in-process server, max_lag = 0, 8 clients: %s\n", path)
+		lag := 0
+		if os.Getenv("VCON_REPLICA_BENCH_PROFILE_LAG") != "" {
+			lag = envInt(t, "VCON_REPLICA_BENCH_PROFILE_LAG", 0)
+		}
+		benchProfile(t, path, lag, o.Turn)
+		fmt.Fprintf(&out, "CPU profile of an in-process server, max_lag = %d, 8 clients: %s\n", lag, path)
 	}
 	t.Log("\n" + out.String())
 }
@@ -332,8 +336,8 @@ func sealOne(dataDir string, mk *seal.MasterKey, tenant, uuid ids.ID, i int) (ca
 
 // benchProfile profiles an in-process server under the ingest load with
 // max_lag = 0.
-func benchProfile(t *testing.T, path string, d time.Duration) {
-	e := testenv.New(t, testenv.Options{Storage: replicaTOML(t.TempDir(), 0), MinFree: "1MiB"})
+func benchProfile(t *testing.T, path string, lag int, d time.Duration) {
+	e := testenv.New(t, testenv.Options{Storage: replicaTOML(t.TempDir(), lag), MinFree: "1MiB"})
 	k := e.NewKey(e.Tenant("bench"), "write")
 	client := e.HTTPClient()
 	replicabench.Store(t, e, client, k.Token, time.Second)

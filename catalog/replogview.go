@@ -21,8 +21,8 @@ type View struct {
 // statement cache (stmts.go): a segment is cut for every few writes with
 // max_lag = 0, and parsing its queries anew each time was a fifth of a
 // write's CPU. A statement serves one open result at a time on a
-// connection: no query a view runs this way is open twice at once (the
-// change log's stays open while each row's is read, never its own).
+// connection: a view reads each query's rows to their end before it
+// runs the same query again.
 type prepared struct {
 	c     *Catalog
 	tx    *sql.Tx

@@ -22,6 +22,24 @@ const benchClients = 16
 // vcon4k is the 4 KiB vCon every ingest benchmark stores.
 func vcon4k(uuid string) []byte { return benchkit.Vcon4K(uuid) }
 
+// seedReads stores 200 vCons made by body for the read benchmarks, and
+// makes their clients.
+func seedReads(b *testing.B, e *testenv.Env, token string, body func(string) []byte) ([]string, []*http.Client) {
+	b.Helper()
+	uuids := make([]string, 200)
+	for i := range uuids {
+		uuids[i] = ids.NewRandom().String()
+		if r := e.Do("POST", "/vcons", token, body(uuids[i]), "Content-Type", "application/vcon"); r.Status != 201 {
+			b.Fatalf("store: %d %s", r.Status, r.Body)
+		}
+	}
+	clients := make([]*http.Client, benchClients)
+	for i := range clients {
+		clients[i] = e.HTTPClient()
+	}
+	return uuids, clients
+}
+
 // parallel runs n calls of fn over benchClients goroutines.
 func parallel(b *testing.B, n int, fn func(client int) error) {
 	var next atomic.Int64
@@ -135,17 +153,7 @@ func read(b *testing.B, a *kmstest.AWS, own bool) {
 	e := keyed(b, a, own)
 	k := e.NewKey("acme", "write", "read")
 	p := e.StartProfiled("read")
-	uuids := make([]string, 200)
-	for i := range uuids {
-		uuids[i] = ids.NewRandom().String()
-		if r := e.Do("POST", "/vcons", k.Token, vcon4k(uuids[i]), "Content-Type", "application/vcon"); r.Status != 201 {
-			b.Fatalf("store: %d %s", r.Status, r.Body)
-		}
-	}
-	clients := make([]*http.Client, benchClients)
-	for i := range clients {
-		clients[i] = e.HTTPClient()
-	}
+	uuids, clients := seedReads(b, e, k.Token, vcon4k)
 	var n atomic.Int64
 	b.SetBytes(4096)
 	b.ResetTimer()

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vcon-server/vcon-server/internal/ids"
 	"github.com/vcon-server/vcon-server/test/kit/benchkit"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -34,17 +33,7 @@ func BenchmarkPurposeReads(b *testing.B) {
 	}
 	e.CLI("tenant", "set-lawful-basis", "acme", "enforce")
 	p := e.StartProfiled("purpose-reads")
-	uuids := make([]string, 200)
-	for i := range uuids {
-		uuids[i] = ids.NewRandom().String()
-		if r := e.Do("POST", "/vcons", writer.Token, lawful4k(uuids[i]), "Content-Type", "application/vcon"); r.Status != 201 {
-			b.Fatalf("store: %d %s", r.Status, r.Body)
-		}
-	}
-	clients := make([]*http.Client, benchClients)
-	for i := range clients {
-		clients[i] = e.HTTPClient()
-	}
+	uuids, clients := seedReads(b, e, writer.Token, lawful4k)
 	var cpu [2]time.Duration // the server's CPU time in bound reads, in unbound ones
 	read := func(i int, token string, n int) float64 {
 		var next atomic.Int64

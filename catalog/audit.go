@@ -26,23 +26,32 @@ type Record struct {
 // Audit appends r to tenant's audit log, its row and its leaf
 // (catalog/logtree.go); AuditIndex then names its index.
 func (tx *Tx) Audit(tenant ids.ID, r Record) error {
-	res, err := tx.exec(`INSERT INTO audit(tenant, at, actor, label, action, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		tenant[:], nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Target), r.Status)
+	log := LogID(tenant)
+	at, err := tx.recordTime(log)
 	if err != nil {
 		return err
 	}
-	r.Time, r.Tenant = fromNanos(nanos(tx.now)), ""
-	return tx.appendRecord(LogID(tenant), res, r)
+	res, err := tx.exec(`INSERT INTO audit(tenant, at, actor, label, action, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		tenant[:], at, r.Actor, r.Label, r.Action, nullString(r.Target), r.Status)
+	if err != nil {
+		return err
+	}
+	r.Time, r.Tenant = fromNanos(at), ""
+	return tx.appendRecord(log, res, r)
 }
 
 // AdminLog appends r to the admin log, its row and its leaf.
 func (tx *Tx) AdminLog(r Record) error {
-	res, err := tx.exec(`INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		nanos(tx.now), r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status)
+	at, err := tx.recordTime(AdminLogID)
 	if err != nil {
 		return err
 	}
-	r.Time = fromNanos(nanos(tx.now))
+	res, err := tx.exec(`INSERT INTO admin_log(at, actor, label, action, tenant, target, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		at, r.Actor, r.Label, r.Action, nullString(r.Tenant), nullString(r.Target), r.Status)
+	if err != nil {
+		return err
+	}
+	r.Time = fromNanos(at)
 	return tx.appendRecord(AdminLogID, res, r)
 }
 
@@ -97,13 +106,17 @@ func nullString(s string) any {
 	return s
 }
 
-// qAudit reads a tenant's records in a time range, in time order, after
-// a cursor: audit_by_tenant, whose rows end with the record's id.
-const qAudit = `SELECT id, at, actor, label, action, target, status, '' FROM audit
-	WHERE tenant = ? AND at >= ? AND at < ? AND (at, id) > (?, ?) ORDER BY at, id LIMIT ?`
+// qAuditSpan reads a tenant's records at indexes [lo, hi) of its log in
+// a time range, after a cursor, in index order: time order, since a
+// log's times never decrease (Tx.recordTime), so that the log's own
+// nodes are the records' index and no other is written with each
+// (catalog/logtrees_on.go).
+const qAuditSpan = `SELECT a.id, a.at, a.actor, a.label, a.action, a.target, a.status, '' FROM log_nodes n JOIN audit a ON a.id = n.rec
+	WHERE n.log = ? AND n.idx >= ? AND n.idx < ? AND a.at >= ? AND a.at < ? AND (a.at, a.id) > (?, ?) ORDER BY n.idx LIMIT ?`
 
-// qAdminLog reads the admin log's records as qAudit does a tenant's:
-// admin_log_by_time.
+// qAdminLog reads the admin log's records in a time range, in time
+// order, after a cursor: admin_log_by_time, whose rows end with the
+// record's id.
 const qAdminLog = `SELECT id, at, actor, label, action, target, status, tenant FROM admin_log
 	WHERE at >= ? AND at < ? AND (at, id) > (?, ?) ORDER BY at, id LIMIT ?`
 
@@ -140,7 +153,11 @@ type LogRange struct {
 // were written, for one time), stored at or after since and before until
 // (zero times: no bound).
 func (c *Catalog) AuditRecords(ctx context.Context, tenant ids.ID, since, until time.Time, fn func(Record) error) error {
-	return c.records(ctx, qAudit, []any{tenant[:]}, LogRange{Since: since, Until: until}, func(r Record, _ Cursor) error {
+	q, args, err := c.auditQuery(ctx, tenant, since, until)
+	if err != nil {
+		return err
+	}
+	return c.records(ctx, q, args, LogRange{Since: since, Until: until}, func(r Record, _ Cursor) error {
 		r.Tenant = tenant.String()
 		return fn(r)
 	})

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
+	"time"
 
 	"github.com/vcon-server/vcon-server/internal/durable"
 	"github.com/vcon-server/vcon-server/internal/translog"
@@ -254,4 +256,43 @@ func (c *Catalog) LogsRestored(ctx context.Context) (*LogRestored, error) {
 		return nil, fmt.Errorf("catalog: meta %s is damaged: %w", MetaLogRestored, err)
 	}
 	return r, nil
+}
+
+// logSpan is the span of indexes [lo, hi) of a tenant's log that holds its
+// records stored at or after since and before until (zero times: no
+// bound), found by a binary search of the records' times, which never
+// decrease along a log (Tx.recordTime). A log an earlier release wrote
+// while the clock went back (meta audit_unordered, migration 19) is read
+// whole.
+func (c *Catalog) logSpan(ctx context.Context, log []byte, since, until time.Time) (lo, hi uint64, err error) {
+	size, err := c.LogSize(ctx, log)
+	if err != nil || (since.IsZero() && until.IsZero()) {
+		return 0, size, err
+	}
+	if _, err := c.Meta(ctx, "audit_unordered"); err == nil {
+		return 0, size, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return 0, 0, err
+	}
+	// first is the first index whose record's time is at or after t.
+	first := func(t time.Time) uint64 {
+		if t.IsZero() {
+			return 0
+		}
+		return uint64(sort.Search(int(size), func(i int) bool {
+			var at int64
+			if err == nil {
+				err = c.queryRow(ctx, `SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?`, log, int64(i)).Scan(&at)
+			}
+			return at >= nanos(t)
+		}))
+	}
+	lo, hi = first(since), size
+	if !until.IsZero() {
+		hi = first(until)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("catalog: read the audit log's record times: %w (run vcon-server audit verify)", err)
+	}
+	return lo, hi, nil
 }

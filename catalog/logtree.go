@@ -139,6 +139,7 @@ func leaf(b []byte, index uint64, r Record) []byte {
 // (catalog/writer.go).
 type logHead struct {
 	size uint64
+	last int64     // the time of the last record (nanoseconds), 0 for none
 	edge *edgeNode // the rightmost root
 }
 
@@ -213,6 +214,16 @@ func readHead(tx logTx, log []byte) (logHead, error) {
 		return logHead{}, fmt.Errorf("catalog: read the audit log's size: %w", err)
 	}
 	h := logHead{size: uint64(size)}
+	if size > 0 {
+		// A missing row (run audit verify) must not stop the appends.
+		q := `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?), 0)`
+		if isAdmin(log) {
+			q = `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN admin_log a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?), 0)`
+		}
+		if err := tx.queryRow(q, log, size-1).Scan(&h.last); err != nil {
+			return logHead{}, fmt.Errorf("catalog: read the audit log's last record: %w", err)
+		}
+	}
 	var start uint64
 	for l := 63; l >= 0; l-- {
 		if h.size>>l&1 == 0 {
@@ -267,8 +278,24 @@ func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
 	if err := tx.addNodes(nodeRow{log, index, rec, hashes}); err != nil {
 		return 0, err
 	}
-	tx.setHead(log, logHead{index + 1, &edgeNode{n, edge}})
+	tx.setHead(log, logHead{index + 1, nanos(r.Time), &edgeNode{n, edge}})
 	return index, nil
+}
+
+// recordTime is the time of a record appended to log now: the batch's,
+// or the log's last record's if the clock went back since, so that a
+// log's times never decrease and a time range is a span of its indexes
+// (AuditRecords).
+func (tx *Tx) recordTime(log []byte) (int64, error) {
+	at := nanos(tx.now)
+	if !logTrees {
+		return at, nil
+	}
+	h, err := tx.head(log)
+	if err != nil {
+		return 0, err
+	}
+	return max(at, h.last), nil
 }
 
 // rawTx is a *sql.Tx as a logTx, its heads read from its rows.

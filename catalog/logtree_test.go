@@ -1,7 +1,10 @@
 package catalog
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,4 +25,78 @@ func TestLeafIsJSON(t *testing.T) {
 			t.Errorf("Leaf %s, encoding/json %s", got, want)
 		}
 	}
+}
+
+// TestAuditTimeRanges: a record stored while the clock went back takes
+// its predecessor's time, so a log's times never decrease and a time
+// range is a span of its indexes; the ranges read what a filter of the
+// whole log keeps, in index order, and a log noted audit_unordered is
+// read whole.
+func TestAuditTimeRanges(t *testing.T) {
+	ctx := context.Background()
+	c, tn := withTenant(t, t.TempDir())
+	base := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	// Seconds from base of each record's clock: steps back twice.
+	clock := []int{0, 1, 1, 2, 5, 3, 4, 6, 7, 7, 2, 9, 10}
+	for i, s := range clock {
+		c.Now = func() time.Time { return base.Add(time.Duration(s) * time.Second) }
+		if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: strconv.Itoa(i), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []Record
+	if err := c.AuditRecords(ctx, tn.ID, time.Time{}, time.Time{}, func(r Record) error { all = append(all, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(clock) {
+		t.Fatalf("%d records, want %d", len(all), len(clock))
+	}
+	for i, r := range all {
+		want := clock[i]
+		for _, s := range clock[:i] {
+			want = max(want, s)
+		}
+		if r.Target != strconv.Itoa(i) || !r.Time.Equal(base.Add(time.Duration(want)*time.Second)) {
+			t.Errorf("record %d: target %s at %v, want at +%ds", i, r.Target, r.Time, want)
+		}
+	}
+	check := func(unordered bool) {
+		t.Helper()
+		for lo := -1; lo <= 11; lo++ {
+			for hi := lo; hi <= 12; hi++ {
+				since, until := base.Add(time.Duration(lo)*time.Second), base.Add(time.Duration(hi)*time.Second)
+				if lo == -1 {
+					since = time.Time{}
+				}
+				if hi == 12 {
+					until = time.Time{}
+				}
+				var want, got []string
+				for _, r := range all {
+					if (since.IsZero() || !r.Time.Before(since)) && (until.IsZero() || r.Time.Before(until)) {
+						want = append(want, r.Target)
+					}
+				}
+				if err := c.AuditRecords(ctx, tn.ID, since, until, func(r Record) error { got = append(got, r.Target); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("unordered %v, [+%ds, +%ds): %v, want %v", unordered, lo, hi, got, want)
+				}
+			}
+		}
+	}
+	check(false)
+	// A log an earlier release wrote while the clock went back.
+	if _, err := c.db.Exec(`UPDATE audit SET at = at - 3000000000 WHERE target = '6'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, func(tx *Tx) error { return tx.SetMeta("audit_unordered", []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	all = all[:0]
+	if err := c.AuditRecords(ctx, tn.ID, time.Time{}, time.Time{}, func(r Record) error { all = append(all, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	check(true)
 }

@@ -410,4 +410,12 @@ CREATE TABLE tenant_anchors (
 ALTER TABLE versions ADD COLUMN signers TEXT;
 ALTER TABLE versions ADD COLUMN unread TEXT;
 `,
+
+	// 19: a tenant's log_nodes rows are its records' index (docs/FORMAT.md,
+	// "Audit log tree"), in time order, since no record's time is before
+	// its predecessor's: audit_by_tenant goes, and with it a page that
+	// every commit of a record wrote. A log an earlier release wrote while
+	// the clock went back is noted (audit_unordered): its time ranges are
+	// read by a scan of the whole log (logTreesMigration).
+	logTreesMigration,
 }

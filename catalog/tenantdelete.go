@@ -183,9 +183,12 @@ var deletePage = 5000 // a test makes it smaller
 var tenantPaged = []string{qDelTokens, qDelAudit, qDelLogNodes, qDelEvents, qDelVersions, qDelVcons}
 
 const (
-	qDelTokens   = `DELETE FROM search_tokens WHERE version IN (SELECT version FROM search_tokens WHERE tenant = ? LIMIT ?)`
-	qDelAudit    = `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE tenant = ? LIMIT ?)`
-	qDelLogNodes = `DELETE FROM log_nodes WHERE (log, idx) IN (SELECT log, idx FROM log_nodes WHERE log = ? LIMIT ?)`
+	qDelTokens = `DELETE FROM search_tokens WHERE version IN (SELECT version FROM search_tokens WHERE tenant = ? LIMIT ?)`
+	// A page of the tenant's records and then their nodes, the same page
+	// of the log: its nodes are the records' index (docs/FORMAT.md,
+	// "Audit log tree"). A row with no node is tenantLast's.
+	qDelAudit    = `DELETE FROM audit WHERE id IN (SELECT rec FROM log_nodes WHERE log = ? ORDER BY idx LIMIT ?)`
+	qDelLogNodes = `DELETE FROM log_nodes WHERE (log, idx) IN (SELECT log, idx FROM log_nodes WHERE log = ? ORDER BY idx LIMIT ?)`
 	qDelEvents   = `DELETE FROM webhook_events WHERE id IN (SELECT id FROM webhook_events WHERE tenant = ? LIMIT ?)`
 	qDelVersions = `DELETE FROM versions WHERE id IN (SELECT id FROM versions WHERE tenant = ? LIMIT ?)`
 	qDelVcons    = `DELETE FROM vcons WHERE (tenant, uuid) IN (SELECT tenant, uuid FROM vcons WHERE tenant = ? LIMIT ?)`
@@ -200,6 +203,7 @@ var tenantLast = []string{
 	`DELETE FROM erasures WHERE tenant = ?`,
 	`DELETE FROM webhooks WHERE tenant = ?`,
 	`DELETE FROM webhook_events WHERE tenant = ?`,
+	`DELETE FROM audit WHERE tenant = ?`, // rows with no node: one scan of the table, once
 	`DELETE FROM manifests WHERE tenant = ?`,
 	`DELETE FROM pack_files WHERE tenant = ?`,
 	`DELETE FROM keys WHERE tenant = ?`,

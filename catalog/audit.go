@@ -106,13 +106,13 @@ func nullString(s string) any {
 	return s
 }
 
-// qAuditSpan reads a tenant's records at indexes [lo, hi) of its log in
+// qAuditSpan reads a tenant's records at node ids [lo, hi) of its log in
 // a time range, after a cursor, in index order: time order, since a
 // log's times never decrease (Tx.recordTime), so that the log's own
 // nodes are the records' index and no other is written with each
 // (catalog/logtrees_on.go).
 const qAuditSpan = `SELECT a.id, a.at, a.actor, a.label, a.action, a.target, a.status, '' FROM log_nodes n JOIN audit a ON a.id = n.rec
-	WHERE n.log = ? AND n.idx >= ? AND n.idx < ? AND a.at >= ? AND a.at < ? AND (a.at, a.id) > (?, ?) ORDER BY n.idx LIMIT ?`
+	WHERE n.id >= ? AND n.id < ? AND a.at >= ? AND a.at < ? AND (a.at, a.id) > (?, ?) ORDER BY n.id LIMIT ?`
 
 // qAdminLog reads the admin log's records in a time range, in time
 // order, after a cursor: admin_log_by_time, whose rows end with the

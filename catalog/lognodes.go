@@ -11,8 +11,7 @@ import (
 
 // A nodeRow is a row of log_nodes.
 type nodeRow struct {
-	log    []byte
-	idx    uint64
+	id     int64 // the log's number << idBits + the record's index
 	rec    int64
 	hashes []byte
 }
@@ -30,7 +29,7 @@ func (tx *Tx) addNodes(n nodeRow) error {
 var nodeInserts = func() (q [65]string) {
 	for n := range q {
 		if n > 0 && (n <= 16 || n == 32 || n == 64) {
-			q[n] = `INSERT INTO log_nodes(log, idx, rec, hashes) VALUES (?, ?, ?, ?)` + strings.Repeat(`, (?, ?, ?, ?)`, n-1)
+			q[n] = `INSERT INTO log_nodes(id, rec, hashes) VALUES (?, ?, ?)` + strings.Repeat(`, (?, ?, ?)`, n-1)
 		}
 	}
 	return q
@@ -45,7 +44,7 @@ const sqliteConstraintPrimaryKey = 1555
 
 // flushNodes writes the nodes of a batch's calls that succeeded, in the
 // batch's transaction, before it commits (catalog/writer.go). A row whose
-// (log, idx) is taken was appended at a kept head another process has
+// id is taken was appended at a kept head another process has
 // appended past: errStaleHead. Every head read from the rows is the true
 // one, since the batch's transaction holds the write lock from its start.
 func flushNodes(tx *Tx, rows []nodeRow) error {
@@ -63,7 +62,7 @@ func flushNodes(tx *Tx, rows []nodeRow) error {
 		}
 		args = args[:0]
 		for _, r := range rows[:n] {
-			args = append(args, r.log, int64(r.idx), r.rec, r.hashes)
+			args = append(args, r.id, r.rec, r.hashes)
 		}
 		_, err := tx.exec(nodeInserts[n], args...)
 		clear(args) // holds no hashes past the batch

@@ -20,29 +20,42 @@ import (
 
 // LogSize is the number of records of log.
 func (c *Catalog) LogSize(ctx context.Context, log []byte) (uint64, error) {
-	var n int64
-	if err := c.queryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM log_nodes WHERE log = ?`, log).Scan(&n); err != nil {
-		return 0, fmt.Errorf("catalog: read the audit log's size: %w", err)
+	num, err := logNum(c.rowQuerier(ctx), log)
+	if err != nil {
+		return 0, err
 	}
-	return uint64(n), nil
+	return logSizeOf(c.rowQuerier(ctx), num)
 }
 
+// rowQuerier is c.queryRow bound to ctx.
+func (c *Catalog) rowQuerier(ctx context.Context) func(string, ...any) *sql.Row {
+	return func(q string, args ...any) *sql.Row { return c.queryRow(ctx, q, args...) }
+}
+
+// qLogSizes is every log and its size, NULL for one without nodes: a seek
+// of each log's last node (qLogLast), in a scan of logs, which holds a row
+// a tenant.
+const qLogSizes = `SELECT logs.log, (SELECT n.id FROM log_nodes n WHERE n.id >= logs.num << 40 AND n.id < (logs.num + 1) << 40 ORDER BY n.id DESC LIMIT 1)
+	+ 1 - (logs.num << 40) FROM logs`
+
 // LogSizes is every log's size but the empty ones', by log key. The
-// signing pass asks every second: the query seeks each log's first and
-// last node (a skip scan, written out), never reads a log's rows.
+// signing pass asks every second: the query seeks each log's last node,
+// never reads a log's rows.
 func (c *Catalog) LogSizes(ctx context.Context) (map[string]uint64, error) {
+	return logSizes(ctx, c.db)
+}
+
+func logSizes(ctx context.Context, q querier) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	err := eachRow(ctx, c.db, "audit logs", func(r row) error {
+	err := eachRow(ctx, q, "audit logs", func(r row) error {
 		var log []byte
-		var n int64
+		var n sql.NullInt64
 		err := r.Scan(&log, &n)
-		out[string(log)] = uint64(n)
+		if n.Valid {
+			out[string(log)] = uint64(n.Int64)
+		}
 		return err
-	}, `WITH RECURSIVE logs(log) AS (
-		SELECT (SELECT min(log) FROM log_nodes)
-		UNION ALL
-		SELECT (SELECT min(n.log) FROM log_nodes n WHERE n.log > logs.log) FROM logs WHERE logs.log IS NOT NULL)
-	SELECT log, (SELECT max(idx) FROM log_nodes n WHERE n.log = logs.log) + 1 FROM logs WHERE log IS NOT NULL`)
+	}, qLogSizes)
 	return out, err
 }
 
@@ -59,37 +72,54 @@ func (c *Catalog) LogUnreplicated(ctx context.Context, seq int64) (map[string]ui
 		err := r.Scan(&log, &idx)
 		out[string(log)] = uint64(idx)
 		return err
-	}, `SELECT k1, min(k2) FROM replica_log WHERE seq > ? AND tbl = 'log_nodes' GROUP BY k1`, seq)
+	}, `SELECT l.log, min(r.k1) - (l.num << 40) FROM replica_log r JOIN logs l ON l.num = r.k1 >> 40
+		WHERE r.seq > ? AND r.tbl = 'log_nodes' GROUP BY l.num`, seq)
 	return out, err
 }
 
 // LogNodes reads the stored nodes of log: a NodeReader for translog's
 // proofs and tiles.
 func (c *Catalog) LogNodes(ctx context.Context, log []byte) translog.NodeReader {
-	return nodeReader{ctx, c, log}
+	return &nodeReader{query: c.rowQuerier(ctx), log: log}
 }
 
+// A nodeReader looks up its log's number at its first node.
 type nodeReader struct {
-	ctx context.Context
-	c   *Catalog
-	log []byte
+	query func(string, ...any) *sql.Row
+	log   []byte
+	num   int64
 }
 
-func (r nodeReader) Node(level int, index uint64) (translog.Hash, error) {
-	return readNode(func(q string, args ...any) *sql.Row { return r.c.queryRow(r.ctx, q, args...) }, r.log, level, index)
+func (r *nodeReader) Node(level int, index uint64) (translog.Hash, error) {
+	if r.num == 0 {
+		num, err := logNum(r.query, r.log)
+		if err != nil {
+			return translog.Hash{}, err
+		}
+		if num == 0 {
+			return translog.Hash{}, fmt.Errorf("catalog: the audit log has no node %d/%d: %w", level, index, ErrNotFound)
+		}
+		r.num = num
+	}
+	return readNode(r.query, r.num, level, index)
 }
 
 // LogEntries is the leaves of the records of log at indexes [from,
 // from+n), recomputed from their rows: an entry bundle's (tlog-tiles).
 func (c *Catalog) LogEntries(ctx context.Context, log []byte, from uint64, n int) ([][]byte, error) {
-	q := `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, NULL FROM log_nodes n JOIN audit a ON a.id = n.rec
-		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
-	if isAdmin(log) {
-		q = `SELECT n.idx, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, a.tenant FROM log_nodes n JOIN admin_log a ON a.id = n.rec
-		WHERE n.log = ? AND n.idx >= ? AND n.idx < ? ORDER BY n.idx`
+	num, err := logNum(c.rowQuerier(ctx), log)
+	if err != nil {
+		return nil, err
 	}
+	q := `SELECT n.id - ?, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, NULL FROM log_nodes n JOIN audit a ON a.id = n.rec
+		WHERE n.id >= ? AND n.id < ? ORDER BY n.id`
+	if isAdmin(log) {
+		q = `SELECT n.id - ?, a.id, a.at, a.actor, a.label, a.action, a.target, a.status, a.tenant FROM log_nodes n JOIN admin_log a ON a.id = n.rec
+		WHERE n.id >= ? AND n.id < ? ORDER BY n.id`
+	}
+	lo, _ := nodeIDs(num)
 	var out [][]byte
-	err := eachRow(ctx, c.db, "audit log", func(r row) error {
+	err = eachRow(ctx, c.db, "audit log", func(r row) error {
 		var idx int64
 		var rec Record
 		var id, at int64
@@ -103,7 +133,7 @@ func (c *Catalog) LogEntries(ctx context.Context, log []byte, from uint64, n int
 		rec.Time, rec.Target, rec.Tenant = fromNanos(at), target.String, tenant.String
 		out = append(out, Leaf(uint64(idx), rec))
 		return nil
-	}, q, log, int64(from), int64(from)+int64(n))
+	}, q, lo, lo+int64(from), lo+int64(from)+int64(n))
 	if err == nil && len(out) != n {
 		err = fmt.Errorf("catalog: the audit log's record %d has no row: run vcon-server audit verify", from+uint64(len(out)))
 	}
@@ -132,8 +162,13 @@ func (c *Catalog) LogRows(ctx context.Context, log []byte, fn func(LogRow) error
 		rec  int64
 		leaf translog.Hash
 	}
+	num, err := logNum(c.rowQuerier(ctx), log)
+	if err != nil {
+		return err
+	}
+	lo, hi := nodeIDs(num)
 	var tree []stored
-	err := eachRow(ctx, c.db, "audit log", func(r row) error {
+	err = eachRow(ctx, c.db, "audit log", func(r row) error {
 		var idx, rec int64
 		var hashes []byte
 		if err := r.Scan(&idx, &rec, &hashes); err != nil {
@@ -147,7 +182,7 @@ func (c *Catalog) LogRows(ctx context.Context, log []byte, fn func(LogRow) error
 		}
 		tree = append(tree, s)
 		return nil
-	}, `SELECT idx, rec, hashes FROM log_nodes WHERE log = ? ORDER BY idx`, log)
+	}, `SELECT id - ?, rec, hashes FROM log_nodes WHERE id >= ? AND id < ? ORDER BY id`, lo, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -260,19 +295,24 @@ func (c *Catalog) LogsRestored(ctx context.Context) (*LogRestored, error) {
 
 // logSpan is the span of indexes [lo, hi) of a tenant's log that holds its
 // records stored at or after since and before until (zero times: no
-// bound), found by a binary search of the records' times, which never
-// decrease along a log (Tx.recordTime). A log an earlier release wrote
-// while the clock went back (meta audit_unordered, migration 19) is read
-// whole.
-func (c *Catalog) logSpan(ctx context.Context, log []byte, since, until time.Time) (lo, hi uint64, err error) {
-	size, err := c.LogSize(ctx, log)
+// bound), and the id of its first node: found by a binary search of the
+// records' times, which never decrease along a log (Tx.recordTime). A log
+// an earlier release wrote while the clock went back (meta
+// audit_unordered, migration 19) is read whole.
+func (c *Catalog) logSpan(ctx context.Context, log []byte, since, until time.Time) (base int64, lo, hi uint64, err error) {
+	num, err := logNum(c.rowQuerier(ctx), log)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	base, _ = nodeIDs(num)
+	size, err := logSizeOf(c.rowQuerier(ctx), num)
 	if err != nil || (since.IsZero() && until.IsZero()) {
-		return 0, size, err
+		return base, 0, size, err
 	}
 	if _, err := c.Meta(ctx, "audit_unordered"); err == nil {
-		return 0, size, nil
+		return base, 0, size, nil
 	} else if !errors.Is(err, ErrNotFound) {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// first is the first index whose record's time is at or after t.
 	first := func(t time.Time) uint64 {
@@ -282,7 +322,7 @@ func (c *Catalog) logSpan(ctx context.Context, log []byte, since, until time.Tim
 		return uint64(sort.Search(int(size), func(i int) bool {
 			var at int64
 			if err == nil {
-				err = c.queryRow(ctx, `SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?`, log, int64(i)).Scan(&at)
+				err = c.queryRow(ctx, `SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.id = ?`, base+int64(i)).Scan(&at)
 			}
 			return at >= nanos(t)
 		}))
@@ -292,7 +332,7 @@ func (c *Catalog) logSpan(ctx context.Context, log []byte, since, until time.Tim
 		hi = first(until)
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("catalog: read the audit log's record times: %w (run vcon-server audit verify)", err)
+		return 0, 0, 0, fmt.Errorf("catalog: read the audit log's record times: %w (run vcon-server audit verify)", err)
 	}
-	return lo, hi, nil
+	return base, lo, hi, nil
 }

@@ -20,7 +20,47 @@ import (
 // bytes (Leaf), appended by the transaction that inserts the record: the
 // row of log_nodes at the record's index holds the hashes its leaf
 // completes, so that an append writes one row and a proof reads stored
-// nodes only.
+// nodes only. A node's id is its log's number (logs) << idBits plus the
+// index: a log's nodes are one range of ids, appended at its end.
+
+// idBits is how many low bits of a node's id hold the record's index.
+const idBits = 40
+
+// logNum is log's number in logs; 0 when it has none (no record yet).
+func logNum(queryRow func(string, ...any) *sql.Row, log []byte) (int64, error) {
+	var num int64
+	err := queryRow(`SELECT num FROM logs WHERE log = ?`, log).Scan(&num)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("catalog: read the audit log's number: %w", err)
+	}
+	return num, nil
+}
+
+// nodeIDs is the range [lo, hi) of the ids of log number num's nodes.
+func nodeIDs(num int64) (lo, hi int64) { return num << idBits, (num + 1) << idBits }
+
+// qLogLast is the id of the last node in a range of ids (nodeIDs).
+const qLogLast = `SELECT id FROM log_nodes WHERE id >= ? AND id < ? ORDER BY id DESC LIMIT 1`
+
+// logSizeOf is the size of the log numbered num (0: none).
+func logSizeOf(queryRow func(string, ...any) *sql.Row, num int64) (uint64, error) {
+	if num == 0 {
+		return 0, nil
+	}
+	lo, hi := nodeIDs(num)
+	var last int64
+	err := queryRow(qLogLast, lo, hi).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("catalog: read the audit log's size: %w", err)
+	}
+	return uint64(last-lo) + 1, nil
+}
 
 // AdminLogID is the key of the admin log's tree, "admin", which no
 // tenant's (its 16-byte id) can be. Not the empty blob: the replica's
@@ -138,6 +178,7 @@ func leaf(b []byte, index uint64, r Record) []byte {
 // the batch commits, so that a rollback leaves none behind
 // (catalog/writer.go).
 type logHead struct {
+	num  int64 // the log's number (logs), 0 until its first record
 	size uint64
 	last int64     // the time of the last record (nanoseconds), 0 for none
 	edge *edgeNode // the rightmost root
@@ -156,9 +197,20 @@ type edgeNode struct {
 // transaction of a restore (rawTx).
 type logTx interface {
 	queryRow(q string, args ...any) *sql.Row
+	exec(q string, args ...any) (sql.Result, error)
 	head(log []byte) (logHead, error)
 	setHead(log []byte, h logHead)
 	addNodes(n nodeRow) error
+}
+
+// numberLog gives log its number in logs at its first record: the row of
+// another process that numbered it since the head was read is taken, and
+// the batch's insert of the node then collides (errStaleHead).
+func numberLog(tx logTx, log []byte) (int64, error) {
+	if _, err := tx.exec(`INSERT INTO logs(log) VALUES (?) ON CONFLICT(log) DO NOTHING`, log); err != nil {
+		return 0, fmt.Errorf("catalog: number the audit log: %w", err)
+	}
+	return logNum(tx.queryRow, log)
 }
 
 func (tx *Tx) head(log []byte) (logHead, error) {
@@ -206,30 +258,33 @@ type callHead struct {
 	h   logHead
 }
 
-// readHead reads a log's head from its stored nodes: its size, then the
-// root of each complete subtree, left to right.
+// readHead reads a log's head from its stored nodes: its number and size,
+// its last record's time, then the root of each complete subtree, left to
+// right.
 func readHead(tx logTx, log []byte) (logHead, error) {
-	var size int64
-	if err := tx.queryRow(`SELECT coalesce(max(idx) + 1, 0) FROM log_nodes WHERE log = ?`, log).Scan(&size); err != nil {
-		return logHead{}, fmt.Errorf("catalog: read the audit log's size: %w", err)
+	num, err := logNum(tx.queryRow, log)
+	if err != nil {
+		return logHead{}, err
 	}
-	h := logHead{size: uint64(size)}
-	if size > 0 {
-		// A missing row (run audit verify) must not stop the appends.
-		q := `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?), 0)`
-		if isAdmin(log) {
-			q = `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN admin_log a ON a.id = n.rec WHERE n.log = ? AND n.idx = ?), 0)`
-		}
-		if err := tx.queryRow(q, log, size-1).Scan(&h.last); err != nil {
-			return logHead{}, fmt.Errorf("catalog: read the audit log's last record: %w", err)
-		}
+	h := logHead{num: num}
+	if h.size, err = logSizeOf(tx.queryRow, num); err != nil || h.size == 0 {
+		return h, err
+	}
+	lo, _ := nodeIDs(num)
+	// A missing row (run audit verify) must not stop the appends.
+	q := `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN audit a ON a.id = n.rec WHERE n.id = ?), 0)`
+	if isAdmin(log) {
+		q = `SELECT coalesce((SELECT a.at FROM log_nodes n JOIN admin_log a ON a.id = n.rec WHERE n.id = ?), 0)`
+	}
+	if err := tx.queryRow(q, lo+int64(h.size)-1).Scan(&h.last); err != nil {
+		return logHead{}, fmt.Errorf("catalog: read the audit log's last record: %w", err)
 	}
 	var start uint64
 	for l := 63; l >= 0; l-- {
 		if h.size>>l&1 == 0 {
 			continue
 		}
-		n, err := readNode(tx.queryRow, log, l, start>>l)
+		n, err := readNode(tx.queryRow, num, l, start>>l)
 		if err != nil {
 			return logHead{}, err
 		}
@@ -239,11 +294,13 @@ func readHead(tx logTx, log []byte) (logHead, error) {
 	return h, nil
 }
 
-// readNode reads the stored node at level and index of log.
-func readNode(queryRow func(string, ...any) *sql.Row, log []byte, level int, index uint64) (translog.Hash, error) {
+// readNode reads the stored node at level and index of the log numbered
+// num.
+func readNode(queryRow func(string, ...any) *sql.Row, num int64, level int, index uint64) (translog.Hash, error) {
 	var hashes []byte
 	rec := translog.StoredAt(level, index)
-	if err := queryRow(`SELECT hashes FROM log_nodes WHERE log = ? AND idx = ?`, log, int64(rec)).Scan(&hashes); err != nil {
+	lo, _ := nodeIDs(num)
+	if err := queryRow(`SELECT hashes FROM log_nodes WHERE id = ?`, lo+int64(rec)).Scan(&hashes); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return translog.Hash{}, fmt.Errorf("catalog: the audit log has no node %d/%d: %w", level, index, ErrNotFound)
 		}
@@ -263,6 +320,14 @@ func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
 		return 0, err
 	}
 	index := h.size
+	if index >= 1<<idBits {
+		return 0, fmt.Errorf("catalog: the audit log holds %d records, the most a log can", index)
+	}
+	if h.num == 0 {
+		if h.num, err = numberLog(tx, log); err != nil {
+			return 0, err
+		}
+	}
 	// The leaf hash (SHA-256(0x00 ‖ bytes): translog.LeafHash), then the
 	// node of each level at which index's low bits are all ones, each
 	// made of the edge's rightmost root and the one before: the hashes
@@ -275,10 +340,11 @@ func appendLeaf(tx logTx, log []byte, rec int64, r Record) (uint64, error) {
 		edge = edge.left
 		hashes = append(hashes, n[:]...)
 	}
-	if err := tx.addNodes(nodeRow{log, index, rec, hashes}); err != nil {
+	lo, _ := nodeIDs(h.num)
+	if err := tx.addNodes(nodeRow{lo + int64(index), rec, hashes}); err != nil {
 		return 0, err
 	}
-	tx.setHead(log, logHead{index + 1, nanos(r.Time), &edgeNode{n, edge}})
+	tx.setHead(log, logHead{h.num, index + 1, nanos(r.Time), &edgeNode{n, edge}})
 	return index, nil
 }
 
@@ -298,16 +364,23 @@ func (tx *Tx) recordTime(log []byte) (int64, error) {
 	return max(at, h.last), nil
 }
 
-// rawTx is a *sql.Tx as a logTx, its heads read from its rows.
+// rawTx is a *sql.Tx as a logTx, its heads read from its rows. It keeps
+// the ids of the nodes it wrote, for a restore to note them in the
+// replica's change log.
 type rawTx struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	heads map[string]logHead
+	nodes []int64 // the log_nodes ids written
 }
 
 func (t *rawTx) addNodes(n nodeRow) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO log_nodes(log, idx, rec, hashes) VALUES (?, ?, ?, ?)`, n.log, int64(n.idx), n.rec, n.hashes)
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO log_nodes(id, rec, hashes) VALUES (?, ?, ?)`, n.id, n.rec, n.hashes)
+	t.nodes = append(t.nodes, n.id)
 	return err
+}
+func (t *rawTx) exec(q string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(t.ctx, q, args...)
 }
 func (t *rawTx) queryRow(q string, args ...any) *sql.Row {
 	return t.tx.QueryRowContext(t.ctx, q, args...)
@@ -362,12 +435,17 @@ func (tx *Tx) backfillLog(log []byte) error {
 	if isAdmin(log) {
 		q, args = qAdminRows+` WHERE id > ? ORDER BY id`, []any{int64(-1)}
 	}
+	num, err := logNum(tx.queryRow, log)
+	if err != nil {
+		return err
+	}
+	lo, hi := nodeIDs(num)
 	var done int64 = -1
-	if err := tx.queryRow(`SELECT coalesce(max(rec), -1) FROM log_nodes WHERE log = ?`, log).Scan(&done); err != nil {
+	if err := tx.queryRow(`SELECT coalesce(max(rec), -1) FROM log_nodes WHERE id >= ? AND id < ?`, lo, hi).Scan(&done); err != nil {
 		return fmt.Errorf("catalog: read the audit log: %w", err)
 	}
 	args[len(args)-1] = done
-	err := eachRow(tx.ctx, tx.tx, "audit log", func(r row) error {
+	err = eachRow(tx.ctx, tx.tx, "audit log", func(r row) error {
 		id, rc, err := scanLogRow(r)
 		recs = append(recs, rec{id, rc})
 		return err

@@ -2,12 +2,18 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vcon-server/vcon-server/internal/translog"
 )
 
 // TestLeafIsJSON holds Leaf's fast path to encoding/json's bytes.
@@ -88,11 +94,11 @@ func TestAuditTimeRanges(t *testing.T) {
 	}
 	check(false)
 	// A log an earlier release wrote while the clock went back, as
-	// migration 19 finds it.
+	// migration 19 finds it (its end, logTreesMigration).
 	if _, err := c.db.Exec(`UPDATE audit SET at = at - 3000000000 WHERE target = '6'; CREATE INDEX audit_by_tenant ON audit (tenant, at)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.db.Exec(migrations[18]); err != nil {
+	if _, err := c.db.Exec(logTreesMigration); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Meta(ctx, "audit_unordered"); err != nil {
@@ -103,4 +109,83 @@ func TestAuditTimeRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(true)
+}
+
+// TestMigration19: a catalog whose log_nodes rows were keyed by log and
+// index gets them numbered, every leaf and node kept, its change log's
+// notes of nodes renamed, and appends go on at each log's end.
+func TestMigration19(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tn Tenant
+	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: strconv.Itoa(i), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := c.LogSizes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The catalog as release 18 left it.
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`CREATE TABLE old (log BLOB NOT NULL, idx INTEGER NOT NULL, rec INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (log, idx)) WITHOUT ROWID;
+		INSERT INTO old SELECT l.log, n.id - (l.num << 40), n.rec, n.hashes FROM log_nodes n JOIN logs l ON n.id >> 40 = l.num;
+		DROP TABLE log_nodes; DROP TABLE logs; ALTER TABLE old RENAME TO log_nodes;
+		CREATE INDEX audit_by_tenant ON audit (tenant, at);
+		INSERT INTO replica_log(tbl, k1, k2) VALUES ('log_nodes', ?, 7);
+		UPDATE schema_version SET n = 18`, tn.ID[:])
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	after, err := c.LogSizes(ctx)
+	if err != nil || !maps.Equal(before, after) {
+		t.Fatalf("sizes %v before, %v after (%v)", before, after, err)
+	}
+	if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: "40", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	for _, log := range [][]byte{LogID(tn.ID), AdminLogID} {
+		var n uint64
+		err := c.LogRows(ctx, log, func(r LogRow) error {
+			if !r.HasStored || r.ID == 0 || r.StoredID != r.ID || r.Stored != translog.LeafHash(r.Leaf) {
+				t.Errorf("log %x record %d: row %d, stored %v for row %d", log, r.Index, r.ID, r.HasStored, r.StoredID)
+			}
+			n++
+			return nil
+		})
+		if err != nil || n != before[string(log)]+map[bool]uint64{true: 1}[string(log) != string(AdminLogID)] {
+			t.Errorf("log %x: %d records (%v)", log, n, err)
+		}
+	}
+	num, err := logNum(c.rowQuerier(ctx), LogID(tn.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k1 int64
+	if err := c.db.QueryRow(`SELECT k1 FROM replica_log WHERE tbl = 'log_nodes' AND k2 IS NULL`).Scan(&k1); err != nil || k1 != num<<idBits+7 {
+		t.Errorf("the change log's note of node 7: %d (%v), want %d", k1, err, num<<idBits+7)
+	}
+	if _, err := c.Meta(ctx, "audit_unordered"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a log in time order noted unordered (%v)", err)
+	}
 }

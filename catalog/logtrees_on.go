@@ -14,7 +14,7 @@ import (
 // them (-tags nologtree, test/e2e's BenchmarkLogTrees).
 const logTrees = true
 
-// logTreesMigration is migration 19 (catalog/schema.go): a tenant's
+// logTreesMigration ends migration 19 (catalog/schema.go): a tenant's
 // log_nodes rows are its records' index, so audit_by_tenant goes. A log
 // written while the clock went back, before its times were kept in order
 // (Tx.recordTime), is noted: audit_unordered.
@@ -27,9 +27,9 @@ DROP INDEX audit_by_tenant;
 // auditQuery is the query of a tenant's records stored from since until
 // until, and its first arguments: the span of its log that holds them.
 func (c *Catalog) auditQuery(ctx context.Context, tenant ids.ID, since, until time.Time) (string, []any, error) {
-	lo, hi, err := c.logSpan(ctx, LogID(tenant), since, until)
+	base, lo, hi, err := c.logSpan(ctx, LogID(tenant), since, until)
 	if err != nil {
 		return "", nil, err
 	}
-	return qAuditSpan, []any{LogID(tenant), int64(lo), int64(hi)}, nil
+	return qAuditSpan, []any{base + int64(lo), base + int64(hi)}, nil
 }

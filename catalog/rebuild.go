@@ -53,16 +53,23 @@ func (l *Loader) Carry(logFrom int64, record func(schema string) ([]byte, error)
 // finish writes what Carry, SetMeta and AdminLog asked for.
 func (l *Loader) finish() error {
 	now := nanos(time.Now())
-	// A replica made before the trees (migration 11) has no log tables:
-	// the first start makes every record a leaf (backfillLogs).
-	var trees int
-	if err := l.tx.QueryRowContext(l.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_nodes'`).Scan(&trees); err != nil {
+	// A replica made before the trees (migration 11) has no log tables,
+	// one made before their nodes were numbered (migration 19) no logs
+	// table: the first start, once migrated, makes the records that have
+	// no leaf leaves (backfillLogs), the restore's own included.
+	var nodes, logs int
+	if err := l.tx.QueryRowContext(l.ctx, `SELECT count(*) FILTER (WHERE name = 'log_nodes'), count(*) FILTER (WHERE name = 'logs')
+		FROM sqlite_master WHERE type = 'table'`).Scan(&nodes, &logs); err != nil {
 		return err
 	}
-	if trees > 0 {
-		if err := l.noteLogSizes(now); err != nil {
+	trees := logs > 0
+	if nodes > 0 {
+		if err := l.noteLogSizes(now, trees); err != nil {
 			return err
 		}
+	}
+	if nodes > 0 && !trees {
+		l.meta["log_backfill"] = []byte{1}
 	}
 	// Each row written here is noted in the change log once its sequence
 	// goes on from the replica's, so that the next segment carries it:
@@ -89,14 +96,18 @@ func (l *Loader) finish() error {
 		}
 		r.Time = fromNanos(now)
 		notes = append(notes, []any{"admin_log", id})
-		if trees == 0 {
+		if !trees {
 			continue
 		}
-		idx, err := appendLeaf(raw, AdminLogID, id, r)
-		if err != nil {
+		if _, err := appendLeaf(raw, AdminLogID, id, r); err != nil {
 			return err
 		}
-		notes = append(notes, []any{"log_nodes", AdminLogID, int64(idx)})
+	}
+	for _, id := range raw.nodes {
+		notes = append(notes, []any{"log_nodes", id})
+	}
+	if h, ok := raw.heads[string(AdminLogID)]; ok {
+		notes = append(notes, []any{"logs", h.num}) // numbered here, perhaps
 	}
 	if l.record == nil {
 		return nil
@@ -145,17 +156,29 @@ type LogRestored struct {
 	Sizes map[string]uint64 `json:"sizes"` // by log key in hex
 }
 
-func (l *Loader) noteLogSizes(at int64) error {
+// noteLogSizes keeps each log's size in MetaLogRestored: numbered, the
+// logs of migration 19 on; else those of a replica made before it.
+func (l *Loader) noteLogSizes(at int64, numbered bool) error {
 	r := LogRestored{At: at, Sizes: map[string]uint64{}}
-	err := eachRow(l.ctx, l.tx, "audit logs", func(rw row) error {
-		var log []byte
-		var n int64
-		err := rw.Scan(&log, &n)
-		r.Sizes[hex.EncodeToString(log)] = uint64(n)
-		return err
-	}, `SELECT log, max(idx) + 1 FROM log_nodes GROUP BY log`)
+	var sizes map[string]uint64
+	var err error
+	if numbered {
+		sizes, err = logSizes(l.ctx, l.tx)
+	} else {
+		sizes = map[string]uint64{}
+		err = eachRow(l.ctx, l.tx, "audit logs", func(rw row) error {
+			var log []byte
+			var n int64
+			err := rw.Scan(&log, &n)
+			sizes[string(log)] = uint64(n)
+			return err
+		}, `SELECT log, max(idx) + 1 FROM log_nodes GROUP BY log`)
+	}
 	if err != nil {
 		return err
+	}
+	for log, n := range sizes {
+		r.Sizes[hex.EncodeToString([]byte(log))] = n
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -411,11 +411,29 @@ ALTER TABLE versions ADD COLUMN signers TEXT;
 ALTER TABLE versions ADD COLUMN unread TEXT;
 `,
 
-	// 19: a tenant's log_nodes rows are its records' index (docs/FORMAT.md,
-	// "Audit log tree"), in time order, since no record's time is before
-	// its predecessor's: audit_by_tenant goes, and with it a page that
-	// every commit of a record wrote. A log an earlier release wrote while
-	// the clock went back is noted (audit_unordered): its time ranges are
-	// read by a scan of the whole log (logTreesMigration).
-	logTreesMigration,
+	// 19: log_nodes as a rowid table (docs/FORMAT.md, "Audit log tree"):
+	// a node's id is its log's number (logs) shifted left 40 bits, plus
+	// the record's index, so that an append is SQLite's cheap append at
+	// the end of a table (the WITHOUT ROWID table's rows rebalanced a
+	// few pages at every commit). The change log's notes of nodes name
+	// their ids. A tenant's nodes are then its records' index in time
+	// order: audit_by_tenant goes (logTreesMigration).
+	`
+CREATE TABLE logs (
+	num INTEGER PRIMARY KEY AUTOINCREMENT,
+	log BLOB NOT NULL UNIQUE
+);
+INSERT INTO logs(log) SELECT DISTINCT log FROM log_nodes ORDER BY log;
+UPDATE replica_log SET k1 = (SELECT (num << 40) + replica_log.k2 FROM logs WHERE log = replica_log.k1), k2 = NULL
+	WHERE tbl = 'log_nodes';
+ALTER TABLE log_nodes RENAME TO log_nodes_13;
+CREATE TABLE log_nodes (
+	id     INTEGER PRIMARY KEY,
+	rec    INTEGER NOT NULL,
+	hashes BLOB NOT NULL
+);
+INSERT INTO log_nodes(id, rec, hashes)
+	SELECT (l.num << 40) + o.idx, o.rec, o.hashes FROM log_nodes_13 o JOIN logs l ON l.log = o.log ORDER BY 1;
+DROP TABLE log_nodes_13;
+` + logTreesMigration,
 }

@@ -187,8 +187,10 @@ const (
 	// A page of the tenant's records and then their nodes, the same page
 	// of the log: its nodes are the records' index (docs/FORMAT.md,
 	// "Audit log tree"). A row with no node is tenantLast's.
-	qDelAudit    = `DELETE FROM audit WHERE id IN (SELECT rec FROM log_nodes WHERE log = ? ORDER BY idx LIMIT ?)`
-	qDelLogNodes = `DELETE FROM log_nodes WHERE (log, idx) IN (SELECT log, idx FROM log_nodes WHERE log = ? ORDER BY idx LIMIT ?)`
+	qDelAudit = `DELETE FROM audit WHERE id IN (SELECT rec FROM log_nodes
+		WHERE id >= (SELECT num << 40 FROM logs WHERE log = ?1) AND id < (SELECT (num + 1) << 40 FROM logs WHERE log = ?1) ORDER BY id LIMIT ?2)`
+	qDelLogNodes = `DELETE FROM log_nodes WHERE id IN (SELECT id FROM log_nodes
+		WHERE id >= (SELECT num << 40 FROM logs WHERE log = ?1) AND id < (SELECT (num + 1) << 40 FROM logs WHERE log = ?1) ORDER BY id LIMIT ?2)`
 	qDelEvents   = `DELETE FROM webhook_events WHERE id IN (SELECT id FROM webhook_events WHERE tenant = ? LIMIT ?)`
 	qDelVersions = `DELETE FROM versions WHERE id IN (SELECT id FROM versions WHERE tenant = ? LIMIT ?)`
 	qDelVcons    = `DELETE FROM vcons WHERE (tenant, uuid) IN (SELECT tenant, uuid FROM vcons WHERE tenant = ? LIMIT ?)`
@@ -210,6 +212,7 @@ var tenantLast = []string{
 	`DELETE FROM tenant_keys WHERE tenant = ?`,
 	`DELETE FROM tenant_anchors WHERE tenant = ?`,
 	`DELETE FROM log_checkpoints WHERE log = ?`,
+	`DELETE FROM logs WHERE log = ?`,
 	`DELETE FROM tenants WHERE id = ?`,
 }
 

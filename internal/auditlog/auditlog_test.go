@@ -116,7 +116,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 	check("the newest record deleted", "record 39 is missing")
 
 	// The record and its leaf gone: the tree is short of the checkpoints.
-	exec(t, cat, `DELETE FROM log_nodes WHERE log = ? AND idx = 39`, log)
+	exec(t, cat, `DELETE FROM log_nodes WHERE id = (SELECT num << 40 FROM logs WHERE log = ?) + 39`, log)
 	check("the newest record and its leaf deleted", "covers 40 records, the catalog holds 39")
 
 	exec(t, cat, `DELETE FROM audit WHERE id = ?`, ids[5])

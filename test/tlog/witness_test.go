@@ -205,7 +205,7 @@ func witnesses(t *testing.T, srv *s3test.Server, storage, prefix string) {
 	verify(1, "record "+newest+" is missing", "--checkpoint", saved)
 	// Its leaf and the catalog's checkpoint deleted too: the catalog
 	// alone holds a log of one record less, consistent with itself.
-	exec(`DELETE FROM log_nodes WHERE log = ? AND idx = ?`, tid[:], after.N-1)
+	exec(`DELETE FROM log_nodes WHERE id = (SELECT num << 40 FROM logs WHERE log = ?) + ?`, tid[:], after.N-1)
 	exec(`DELETE FROM log_checkpoints WHERE log = ?`, tid[:])
 	verify(0, newest+" records")
 	verify(1, "covers "+strconv.FormatInt(after.N, 10)+" records, the catalog holds "+newest+": record "+newest+" onwards is missing", "--checkpoint", saved)

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/test/kit/testcert"
+
+	"github.com/vcon-server/vcon-server/test/kit/freeport"
 )
 
 // S3 is the S3 service a page reaches as objects.example.com:9000: a real
@@ -69,12 +70,10 @@ func StartS3(bin, dir string) (*S3, error) {
 }
 
 func (s *S3) start(bin, dir, cert, key string) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if s.Port, err = freeport.Port(); err != nil {
 		return err
 	}
-	s.Port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

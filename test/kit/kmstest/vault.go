@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,6 +29,8 @@ import (
 	"time"
 
 	"github.com/vcon-server/vcon-server/test/kit/toolbin"
+
+	"github.com/vcon-server/vcon-server/test/kit/freeport"
 )
 
 // VaultEnv names the variable that points at a vault binary; without it
@@ -338,22 +339,4 @@ func (v *Vault) writeToken(t testing.TB, token string) {
 
 // vaultFreePortPair finds a loopback port p with p+1 free too: a dev
 // server listens on p and its cluster listener on p+1.
-func vaultFreePortPair() (int, error) {
-	var last error
-	for try := 0; try < 20; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		l.Close()
-		if err != nil {
-			last = err
-			continue
-		}
-		l2.Close()
-		return p, nil
-	}
-	return 0, fmt.Errorf("no free pair of loopback ports: %v", last)
-}
+func vaultFreePortPair() (int, error) { return freeport.Pair() }

@@ -12,7 +12,6 @@ package s3test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,8 @@ import (
 	"github.com/vcon-server/vcon-server/internal/s3sig"
 	"github.com/vcon-server/vcon-server/test/kit/testcert"
 	"github.com/vcon-server/vcon-server/test/kit/toolbin"
+
+	"github.com/vcon-server/vcon-server/test/kit/freeport"
 )
 
 // Kinds are the servers every S3 test runs on.
@@ -293,14 +294,7 @@ func (s *Server) newBucket(t testing.TB, versioned, locked bool) string {
 	return name
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Port() }
 
 // StorageTOML is the [storage] tables of a server keeping its objects in
 // bucket under prefix on s, with the secret key in a file of its own.

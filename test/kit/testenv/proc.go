@@ -7,18 +7,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/vcon-server/vcon-server/test/kit/freeport"
 )
 
 // FreePort returns a loopback address no one listens on right now.
 func FreePort(t interface{ Fatal(...any) }) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 // Proc is the real binary serving, as a separate process that a test can

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -187,5 +188,97 @@ func TestMigration19(t *testing.T) {
 	}
 	if _, err := c.Meta(ctx, "audit_unordered"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a log in time order noted unordered (%v)", err)
+	}
+}
+
+// TestRestoreBeforeMigration19: a catalog rebuilt from a replica whose
+// log_nodes rows were keyed by log and index leaves its restore's own
+// record to the first start, which migrates the nodes and then appends
+// it, so that every leaf matches its row.
+func TestRestoreBeforeMigration19(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.LogSizes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.Exec(`CREATE TABLE old (log BLOB NOT NULL, idx INTEGER NOT NULL, rec INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (log, idx)) WITHOUT ROWID;
+		INSERT INTO old SELECT l.log, n.id - (l.num << 40), n.rec, n.hashes FROM log_nodes n JOIN logs l ON n.id >> 40 = l.num;
+		DROP TABLE log_nodes; DROP TABLE logs; ALTER TABLE old RENAME TO log_nodes;
+		CREATE INDEX audit_by_tenant ON audit (tenant, at);
+		UPDATE schema_version SET n = 18`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, _, err := readSchema(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := filepath.Join(t.TempDir(), FileName)
+	err = Build(ctx, rebuilt, schema, func(l *Loader) error {
+		for _, it := range schema {
+			if it.Type != "table" || strings.HasPrefix(it.Name, "replica_") {
+				continue
+			}
+			rows, err := db.Query(`SELECT * FROM ` + quoteIdent(it.Name))
+			if err != nil {
+				return err
+			}
+			cols, _ := rows.Columns()
+			for rows.Next() {
+				row := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range row {
+					ptrs[i] = &row[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					return err
+				}
+				if err := l.Put(it.Name, cols, row); err != nil {
+					return err
+				}
+			}
+			rows.Close()
+		}
+		l.AdminLog(Record{Actor: "cli", Action: "catalog_restore", Status: 200})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = OpenFile(ctx, rebuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var n uint64
+	err = c.LogRows(ctx, AdminLogID, func(r LogRow) error {
+		if !r.HasStored || r.StoredID != r.ID || r.Stored != translog.LeafHash(r.Leaf) {
+			t.Errorf("admin record %d: row %d, stored %v for row %d", r.Index, r.ID, r.HasStored, r.StoredID)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != before[string(AdminLogID)]+1 {
+		t.Errorf("the admin log holds %d records, want %d (%v)", n, before[string(AdminLogID)]+1, err)
+	}
+	restored, err := c.LogsRestored(ctx)
+	if err != nil || restored == nil || restored.Sizes[hex.EncodeToString(AdminLogID)] != before[string(AdminLogID)] {
+		t.Errorf("log_restored %+v (%v), want the admin log at %d", restored, err, before[string(AdminLogID)])
 	}
 }

@@ -118,42 +118,13 @@ func TestAuditTimeRanges(t *testing.T) {
 func TestMigration19(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tn Tenant
-	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: strconv.Itoa(i), Status: 200}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before, err := c.LogSizes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The catalog as release 18 left it.
-	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec(`CREATE TABLE old (log BLOB NOT NULL, idx INTEGER NOT NULL, rec INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (log, idx)) WITHOUT ROWID;
-		INSERT INTO old SELECT l.log, n.id - (l.num << 40), n.rec, n.hashes FROM log_nodes n JOIN logs l ON n.id >> 40 = l.num;
-		DROP TABLE log_nodes; DROP TABLE logs; ALTER TABLE old RENAME TO log_nodes;
-		CREATE INDEX audit_by_tenant ON audit (tenant, at);
-		INSERT INTO replica_log(tbl, k1, k2) VALUES ('log_nodes', ?, 7);
-		UPDATE schema_version SET n = 18`, tn.ID[:])
+	tn, before, db := release18(t, dir, 40)
+	_, err := db.Exec(`INSERT INTO replica_log(tbl, k1, k2) VALUES ('log_nodes', ?, 7)`, tn.ID[:])
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = Open(ctx, dir)
+	c, err := Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,18 +136,11 @@ func TestMigration19(t *testing.T) {
 	if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: "40", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	for _, log := range [][]byte{LogID(tn.ID), AdminLogID} {
-		var n uint64
-		err := c.LogRows(ctx, log, func(r LogRow) error {
-			if !r.HasStored || r.ID == 0 || r.StoredID != r.ID || r.Stored != translog.LeafHash(r.Leaf) {
-				t.Errorf("log %x record %d: row %d, stored %v for row %d", log, r.Index, r.ID, r.HasStored, r.StoredID)
-			}
-			n++
-			return nil
-		})
-		if err != nil || n != before[string(log)]+map[bool]uint64{true: 1}[string(log) != string(AdminLogID)] {
-			t.Errorf("log %x: %d records (%v)", log, n, err)
-		}
+	if n := checkLeaves(t, c, LogID(tn.ID)); n != before[string(LogID(tn.ID))]+1 {
+		t.Errorf("the tenant's log holds %d records, want %d", n, before[string(LogID(tn.ID))]+1)
+	}
+	if n := checkLeaves(t, c, AdminLogID); n != before[string(AdminLogID)] {
+		t.Errorf("the admin log holds %d records, want %d", n, before[string(AdminLogID)])
 	}
 	num, err := logNum(c.rowQuerier(ctx), LogID(tn.ID))
 	if err != nil {
@@ -197,34 +161,8 @@ func TestMigration19(t *testing.T) {
 // it, so that every leaf matches its row.
 func TestRestoreBeforeMigration19(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Update(ctx, func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	before, err := c.LogSizes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, before, db := release18(t, t.TempDir(), 0)
 	defer db.Close()
-	_, err = db.Exec(`CREATE TABLE old (log BLOB NOT NULL, idx INTEGER NOT NULL, rec INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (log, idx)) WITHOUT ROWID;
-		INSERT INTO old SELECT l.log, n.id - (l.num << 40), n.rec, n.hashes FROM log_nodes n JOIN logs l ON n.id >> 40 = l.num;
-		DROP TABLE log_nodes; DROP TABLE logs; ALTER TABLE old RENAME TO log_nodes;
-		CREATE INDEX audit_by_tenant ON audit (tenant, at);
-		UPDATE schema_version SET n = 18`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	schema, _, err := readSchema(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -261,24 +199,77 @@ func TestRestoreBeforeMigration19(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = OpenFile(ctx, rebuilt)
+	c, err := OpenFile(ctx, rebuilt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var n uint64
-	err = c.LogRows(ctx, AdminLogID, func(r LogRow) error {
-		if !r.HasStored || r.StoredID != r.ID || r.Stored != translog.LeafHash(r.Leaf) {
-			t.Errorf("admin record %d: row %d, stored %v for row %d", r.Index, r.ID, r.HasStored, r.StoredID)
-		}
-		n++
-		return nil
-	})
-	if err != nil || n != before[string(AdminLogID)]+1 {
-		t.Errorf("the admin log holds %d records, want %d (%v)", n, before[string(AdminLogID)]+1, err)
+	if n := checkLeaves(t, c, AdminLogID); n != before[string(AdminLogID)]+1 {
+		t.Errorf("the admin log holds %d records, want %d", n, before[string(AdminLogID)]+1)
 	}
 	restored, err := c.LogsRestored(ctx)
 	if err != nil || restored == nil || restored.Sizes[hex.EncodeToString(AdminLogID)] != before[string(AdminLogID)] {
 		t.Errorf("log_restored %+v (%v), want the admin log at %d", restored, err, before[string(AdminLogID)])
 	}
+}
+
+// release18 makes in dir a catalog with a tenant and that many records of
+// its, then gives it the shape release 18 left it in: log_nodes keyed by
+// log and index, no logs table, audit_by_tenant, schema version 18. It
+// returns the tenant, each log's size, and the file opened raw.
+func release18(t *testing.T, dir string, records int) (Tenant, map[string]uint64, *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	c, _, err := Create(ctx, dir, masterKey(t, 1).CheckValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tn Tenant
+	if err := c.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: strconv.Itoa(i), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sizes, err := c.LogSizes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`CREATE TABLE old (log BLOB NOT NULL, idx INTEGER NOT NULL, rec INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (log, idx)) WITHOUT ROWID;
+		INSERT INTO old SELECT l.log, n.id - (l.num << 40), n.rec, n.hashes FROM log_nodes n JOIN logs l ON n.id >> 40 = l.num;
+		DROP TABLE log_nodes; DROP TABLE logs; ALTER TABLE old RENAME TO log_nodes;
+		CREATE INDEX audit_by_tenant ON audit (tenant, at);
+		UPDATE schema_version SET n = 18`)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return tn, sizes, db
+}
+
+// checkLeaves holds every record of log to the leaf the tree keeps for its
+// row, and returns how many records the log has.
+func checkLeaves(t *testing.T, c *Catalog, log []byte) uint64 {
+	t.Helper()
+	var n uint64
+	err := c.LogRows(context.Background(), log, func(r LogRow) error {
+		if !r.HasStored || r.ID == 0 || r.StoredID != r.ID || r.Stored != translog.LeafHash(r.Leaf) {
+			t.Errorf("log %x record %d: row %d, stored %v for row %d", log, r.Index, r.ID, r.HasStored, r.StoredID)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -101,3 +101,36 @@ func TestLogAppendsBesideAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A log the server knows empty (a call that appended to it was rolled
+// back) and the CLI then numbers with its first record: the server's next
+// append finds the number taken, collides at index 0, and runs again at
+// the log's true end.
+func TestLogNumberedBesideAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	server, cli := twoHandles(t)
+	var tn Tenant
+	if err := server.Update(ctx, func(tx *Tx) (err error) { tn, err = tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := server.LogSize(ctx, LogID(tn.ID)); err != nil || n != 0 {
+		t.Fatalf("a new tenant's log holds %d records (%v)", n, err)
+	}
+	err := server.Update(ctx, func(tx *Tx) error {
+		if err := tx.Audit(tn.ID, Record{Actor: "server", Action: "read", Target: "never", Status: 200}); err != nil {
+			return err
+		}
+		return errors.New("refused")
+	})
+	if err == nil {
+		t.Fatal("the refused call committed")
+	}
+	for i, c := range []*Catalog{cli, server} {
+		if err := c.Audit(ctx, tn.ID, Record{Actor: "cli", Action: "read", Target: fmt.Sprint(i), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := checkLeaves(t, server, LogID(tn.ID)); n != 2 {
+		t.Errorf("the log holds %d records, want 2", n)
+	}
+}

@@ -27,11 +27,11 @@
 //	tenantdelete.go  tenant_deletions, every table with a tenant column         Tenant delete
 //	keys.go          keys                                                       The catalog
 //	audit.go         audit, admin_log                                           The catalog
-//	logtree.go       log_nodes (appends, the backfill), leaves                  Audit log tree
+//	logtree.go       logs, log_nodes (numbers, appends, the backfill), leaves   Audit log tree
 //	lognodes.go      log_nodes (a batch's inserts)                              Audit log tree
 //	logreads.go      log_nodes, log_checkpoints (reads; checkpoints)            Audit log tree
-//	logtrees_on.go   (whether records are leaves: the nologtree benchmark build) Audit log tree
-//	logtrees_off.go  (the same, off in that build only)                          Audit log tree
+//	logtrees_on.go   (whether records are leaves; reads by time, migration 19)  Audit log tree
+//	logtrees_off.go  (the same, off in the nologtree benchmark build only)      Audit log tree
 //	appended.go      (the indexes a request's records got, for its answer)       Audit log tree
 //	holds.go         vcons.held                                                 The catalog
 //	versions.go      versions, vcons (writes)                                   Store, Delete

@@ -3,8 +3,11 @@ package replica
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/vcon-server/vcon-server/catalog"
@@ -36,30 +39,16 @@ const gatherWait = 10 * time.Millisecond
 
 // sync is Sync without the record; gather: the step of an
 // acknowledgement, which first lets the catalog's commit in flight end.
-// A change that a segment covers waits for the head that names it.
 func (r *Replica) sync(ctx context.Context, gather bool) error {
 	want, err := r.cfg.Cat.LastChange(ctx)
 	if err != nil {
 		return err
 	}
 	for !r.holds(want) {
-		if round := r.headCovering(want); round != nil {
-			select {
-			case <-round.done:
-				if round.err != nil {
-					return round.err
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			continue
-		}
 		ended := r.stepEnded()
 		select {
 		case r.turn <- struct{}{}:
-			if err := r.stepTurn(ctx, want, gather); err != nil {
-				return err
-			}
+			return r.stepTurn(ctx, want, gather)
 		case <-ended:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -130,34 +119,43 @@ func (r *Replica) stepEnded() <-chan struct{} {
 // lock takes this process's turn and the data directory's lock file, or
 // gives up when ctx ends: a write with max_lag 0 waits for a step held up
 // by a slow target or a long rollover no longer than its own deadline.
-// What it is taken for is no segment, so the heads in flight are written
-// first.
 func (r *Replica) lock(ctx context.Context) (func(), error) {
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	unlock, err := r.lockFile(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.drainHeads(ctx); err != nil {
-		unlock()
-		return nil, err
-	}
-	return unlock, nil
+	return r.lockFile(ctx)
 }
 
 // lockFile takes the lock file once the turn is taken; its unlock, or a
 // failure, gives the turn back.
 func (r *Replica) lockFile(ctx context.Context) (func(), error) {
-	if err := r.flock.take(ctx, filepath.Join(r.cfg.DataDir, LockName)); err != nil {
+	f, err := os.OpenFile(filepath.Join(r.cfg.DataDir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
 		<-r.turn
-		return nil, err
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			<-r.turn
+			return nil, fmt.Errorf("replica: lock %s: %w", LockName, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			<-r.turn
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	return func() {
-		r.flock.release()
+		f.Close()
 		r.endMu.Lock()
 		close(r.stepEnd)
 		r.stepEnd = make(chan struct{})

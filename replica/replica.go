@@ -52,8 +52,7 @@ type Replica struct {
 	s   sealer
 
 	turn    chan struct{} // one replica step at a time in this process (a token, so a wait can end with its context); the lock file across processes
-	flock   fileLock
-	endMu   sync.Mutex // guards stepEnd
+	endMu   sync.Mutex    // guards stepEnd
 	forgets atomic.Int64
 	forgot  int64  // forget requests a finished rollover covers (in turn)
 	schema  string // the catalog's schema fingerprint, read once (in turn)
@@ -65,12 +64,7 @@ type Replica struct {
 	seen        []sighting // changes seen and not yet replicated, oldest first
 	lastErr     atomic.Pointer[error]
 
-	// The newest segment cut, which a head may not name yet (head.go),
-	// and the head's writer.
-	cut   atomic.Pointer[progress]
-	heads heads
-
-	// The newest segment a head names, and whether a save of it runs
+	// The newest segment's progress, and whether a save of it runs
 	// (progress.go); saveMu orders the saves of the record.
 	unsaved atomic.Pointer[progress]
 	saving  atomic.Bool
@@ -226,37 +220,27 @@ func (r *Replica) note(err error) {
 }
 
 // step brings the replica up to want at least: a whole new generation
-// when the record asks for one, else one segment, whose head is written
-// behind it (head.go). It runs under lock.
+// when the record asks for one, else one segment. It runs under lock.
 func (r *Replica) step(ctx context.Context, want int64) error {
 	st, err := r.loadState(ctx)
 	if err != nil {
 		return err
 	}
-	if st == nil || st.Pending != 0 || st.Stale || st.Restored || r.needsGeneration(ctx, st) != "" {
-		if st, err = r.quietState(ctx); err != nil {
+	if err := r.settle(ctx, st); err != nil {
+		return err
+	}
+	if why := r.needsGeneration(ctx, st); why != "" {
+		r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
+		return r.rollover(ctx, st, full)
+	}
+	if st.Restored {
+		r.carryOn(st)
+		if err := r.saveState(ctx, st, 0); err != nil {
 			return err
-		}
-		if err := r.settle(ctx, st); err != nil {
-			return err
-		}
-		if why := r.needsGeneration(ctx, st); why != "" {
-			r.cfg.Log.Info("replica: writing a whole generation", "reason", why)
-			return r.rollover(ctx, st, full)
-		}
-		if st.Restored {
-			r.carryOn(st)
-			if err := r.saveState(ctx, st, 0); err != nil {
-				return err
-			}
 		}
 	}
 	r.gen.Store(st.Gen)
-	r.raiseUploaded(st.Uploaded)
-	if c := r.cut.Load(); c != nil && c.Gen == st.Gen && c.Uploaded > st.Uploaded {
-		st.advance(c)
-		r.queueHead(c) // a failed head write's segment
-	}
+	r.uploaded.Store(st.Uploaded)
 	if st.Uploaded >= want {
 		return nil
 	}
@@ -264,32 +248,9 @@ func (r *Replica) step(ctx context.Context, want int64) error {
 		return err
 	}
 	if r.compactDue(st) {
-		if st, err = r.quietState(ctx); err != nil {
-			return err
-		}
 		return r.rollover(ctx, st, compact)
 	}
 	return nil
-}
-
-// quietState is the record once no head write is left in flight: what a
-// step does besides a segment starts from it.
-func (r *Replica) quietState(ctx context.Context) (*state, error) {
-	if err := r.drainHeads(ctx); err != nil {
-		return nil, err
-	}
-	return r.loadState(ctx)
-}
-
-// raiseUploaded notes that the replica holds change n, unless a head
-// written meanwhile already says more.
-func (r *Replica) raiseUploaded(n int64) {
-	for {
-		old := r.uploaded.Load()
-		if old >= n || r.uploaded.CompareAndSwap(old, n) {
-			return
-		}
-	}
 }
 
 // carryOn says, at the first step on a catalog that restore rebuilt, that
@@ -346,9 +307,8 @@ func (r *Replica) compactDue(st *state) bool {
 }
 
 // cutSegment writes the rows changed after st.Uploaded, as of now, as one
-// segment of the current generation that names the one before it, and
-// queues the head that names it (head.go); the record follows the head
-// (progress.go).
+// segment of the current generation that names the one before it, then
+// the head that names it; the record follows (progress.go).
 func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	tables := map[string]catalog.RepTable{}
 	for _, t := range st.Tables {
@@ -382,12 +342,15 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 	r.bytes.Add(w.n)
 	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
+	if err := r.writeHead(ctx, st.Gen, key, w.sum, last); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.ReplicaAfterHead)
 	st.Uploaded = last
 	st.Segments++
 	st.Last, st.LastHash = key, w.sum
-	p := &progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments, Last: st.Last, LastHash: st.LastHash}
-	r.cut.Store(p)
-	r.queueHead(p)
+	r.unsaved.Store(&progress{Gen: st.Gen, Uploaded: st.Uploaded, Segments: st.Segments, Last: st.Last, LastHash: st.LastHash})
+	r.uploaded.Store(last)
 	return nil
 }
 

@@ -50,8 +50,6 @@ type Catalog struct {
 	heads        map[string]logHead // the logs' heads, committed; the writer's alone (logtree.go)
 	nodeArgs     []any              // flushNodes' arguments, reused; the writer's alone (lognodes.go)
 	noteMu       sync.Mutex         // noteRoom's: the reserve's slice for notes on a full disk (writer.go)
-	flightMu     sync.Mutex         // guards flight
-	flight       chan struct{}      // closed when the batch being committed ends; nil while the writer waits (Committing)
 	noteShrunkAt uint64             // the commit count when noteRoom last took a slice
 	noteShrunk   bool
 	// Now is the clock of every recorded time; tests replace it.

@@ -195,25 +195,8 @@ func (c *Catalog) writer() {
 				break drain
 			}
 		}
-		c.flightMu.Lock()
-		c.flight = make(chan struct{})
-		c.flightMu.Unlock()
 		w.commitBatch(batch)
-		c.flightMu.Lock()
-		close(c.flight)
-		c.flight = nil
-		c.flightMu.Unlock()
 	}
-}
-
-// Committing returns a channel closed once the batch the writer commits
-// now has ended, or nil while the writer waits for calls. A replica with
-// max_lag = 0 cuts its segment after the batches in flight, so that their
-// writes share one segment (replica/progress.go).
-func (c *Catalog) Committing() <-chan struct{} {
-	c.flightMu.Lock()
-	defer c.flightMu.Unlock()
-	return c.flight
 }
 
 // syncLog makes the notes committed without an fsync durable: an fsync of

@@ -70,3 +70,72 @@ func TestSyncWaitEndsWithItsContext(t *testing.T) {
 		t.Fatal("Sync behind a held step outlived its deadline by seconds")
 	}
 }
+
+// TestSegmentWaitsForTheWritesInFlight: with max_lag 0, the step of a
+// write's acknowledgement waits until every write let in asks for its
+// own (or ends without one), so that one segment acknowledges them all.
+func TestSegmentWaitsForTheWritesInFlight(t *testing.T) {
+	defer func(d time.Duration) { gatherWait = d }(gatherWait)
+	gatherWait = time.Minute // the writes, not the bound, end the wait
+	f := newFixture(t)
+	f.add(1)
+	if err := f.rep.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	segments := func() int {
+		n := 0
+		for k := range f.keys() {
+			if _, kind, _, _, _ := parseKey(k); kind == "seg" {
+				n++
+			}
+		}
+		return n
+	}
+	acknowledge := func() chan error {
+		done := make(chan error, 1)
+		go func() { done <- f.rep.Acknowledge(f.ctx) }()
+		return done
+	}
+	waits := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("%s was acknowledged (%v) while a write in flight had not asked", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, asks := range []bool{true, false} {
+		before := segments()
+		for range 3 {
+			if err := f.rep.Admit(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.add(1)
+		first := acknowledge()
+		waits(first, "the first write")
+		f.add(1)
+		second := acknowledge()
+		waits(second, "the second write")
+		if asks {
+			f.add(1)
+			if err := <-acknowledge(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.rep.Done() // the third write ends, asking or not
+		for _, done := range []chan error{first, second} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.rep.Done()
+		f.rep.Done()
+		if n := segments() - before; n != 1 {
+			t.Fatalf("the three writes (the third asking: %v) took %d segments, want 1", asks, n)
+		}
+	}
+	if err := f.rep.Drain(f.ctx); err != nil { // the acknowledgements' saves of the record
+		t.Fatal(err)
+	}
+}

@@ -59,6 +59,13 @@ type Replica struct {
 	wake    chan struct{}
 	stepEnd chan struct{} // closed and replaced whenever a step ends
 
+	// With max_lag 0: the writes let in and not yet done, those of them
+	// asking for their acknowledgement, and a signal when either changes
+	// (progress.go, gatherWrites).
+	admitted atomic.Int64
+	asking   atomic.Int64
+	arrived  chan struct{}
+
 	behindSince atomic.Int64 // Unix nanos since the oldest change not replicated was seen; 0: caught up
 	seenMu      sync.Mutex
 	seen        []sighting // changes seen and not yet replicated, oldest first
@@ -91,7 +98,7 @@ func New(cfg Config) *Replica {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), wake: make(chan struct{}, 1), stepEnd: make(chan struct{})}
+	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), arrived: make(chan struct{}, 1), wake: make(chan struct{}, 1), stepEnd: make(chan struct{})}
 }
 
 // String names the target for operators.

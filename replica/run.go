@@ -121,9 +121,12 @@ const admitWait = 5 * time.Second
 // Admit is asked before a write: it returns nil while the replica keeps
 // max_lag, waits a little while it does not, then refuses with an error
 // wrapping ErrBehind that says why. With max_lag 0 every write waits in
-// Sync instead, so Admit lets it through.
+// Acknowledge instead, so Admit lets it through and counts it in flight
+// until Done: a segment waits for the writes in flight (gatherWrites).
+// Every write Admit lets in ends with Done.
 func (r *Replica) Admit(ctx context.Context) error {
 	if r.cfg.MaxLag == 0 {
+		r.admitted.Add(1)
 		return nil
 	}
 	deadline := time.Now().Add(admitWait)
@@ -157,11 +160,22 @@ func (r *Replica) Acknowledge(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
+	r.asking.Add(1)
+	defer r.asking.Add(-1)
+	r.arrive()
 	if err := r.sync(ctx, true); err != nil {
 		return fmt.Errorf("%w: %s did not take the change: %v", ErrBehind, r.String(), err)
 	}
 	r.saveLater()
 	return nil
+}
+
+// Done ends a write that Admit let in, acknowledged or not.
+func (r *Replica) Done() {
+	if r.cfg.MaxLag == 0 {
+		r.admitted.Add(-1)
+		r.arrive()
+	}
 }
 
 func (r *Replica) behind(lag time.Duration) error {

@@ -10,10 +10,12 @@ import (
 
 // Replica is the catalog's replica as the API sees it (docs/disaster-recovery.md):
 // Admit before a write, Acknowledge after it committed and before its
-// answer, so that max_lag is a promise an acknowledged write can hold.
+// answer, so that max_lag is a promise an acknowledged write can hold;
+// Done when a write Admit let in ends.
 type Replica interface {
 	Admit(ctx context.Context) error
 	Acknowledge(ctx context.Context) error
+	Done()
 	MaxLag() time.Duration
 }
 
@@ -38,6 +40,7 @@ func (s *Server) gated(h http.HandlerFunc) http.HandlerFunc {
 			replicaUnavailable(w, msgReplicaBehind, s.Replica.MaxLag())
 			return
 		}
+		defer s.Replica.Done()
 		if s.Replica.MaxLag() > 0 {
 			h(retryLater{w, s.Replica.MaxLag()}, r)
 			s.Replica.Acknowledge(r.Context())

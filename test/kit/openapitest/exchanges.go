@@ -226,6 +226,8 @@ func (b behindReplica) Admit(context.Context) error {
 	return nil
 }
 
+func (behindReplica) Done() {}
+
 func (b behindReplica) Acknowledge(context.Context) error {
 	if b.maxLag == 0 {
 		return errors.New("the replica did not take the change")

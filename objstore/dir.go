@@ -178,6 +178,20 @@ func (u *dirUpload) Commit() error {
 	return nil
 }
 
+// Stage syncs the temporary file (Stager).
+func (u *dirUpload) Stage() error {
+	if u.done {
+		return errEnded
+	}
+	if u.err != nil {
+		return u.err
+	}
+	if err := u.f.Stage(); err != nil {
+		u.err = fmt.Errorf("objstore: %w", err)
+	}
+	return u.err
+}
+
 // Abort removes the temporary file; after Commit it does nothing (nor
 // does the file's Abort).
 func (u *dirUpload) Abort() {

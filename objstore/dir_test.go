@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -208,5 +209,39 @@ func TestDirFolderIsNoObject(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "objects", "t", "sub")); err != nil {
 		t.Errorf("delete removed a folder: %v", err)
+	}
+}
+
+// TestDirStagedUpload: a directory's upload is a Stager; what it staged
+// is what its commit publishes.
+func TestDirStagedUpload(t *testing.T) {
+	d, _ := newDir(t)
+	ctx := t.Context()
+	u, err := d.Upload(ctx, "replica/head", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Abort()
+	u.Write([]byte("names the newest segment"))
+	s, ok := u.(objstore.Stager)
+	if !ok {
+		t.Fatal("a directory's upload cannot stage")
+	}
+	if err := s.Stage(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Stat(ctx, "replica/head"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a staged upload is visible before its commit: %v", err)
+	}
+	if err := u.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := d.Get(ctx, "replica/head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "names the newest segment" {
+		t.Fatalf("the object holds %q", b)
 	}
 }

@@ -79,6 +79,14 @@ type Upload interface {
 	Abort()
 }
 
+// A Stager is an Upload that can make its bytes durable before Commit (a
+// directory's syncs its temporary file), so that its caller overlaps that
+// sync with other work and Commit only publishes the bytes. Nothing may
+// be written after Stage.
+type Stager interface {
+	Stage() error
+}
+
 // Put writes r whole under key; a convenience over Upload.
 func Put(ctx context.Context, s Store, key string, r io.Reader, createOnly bool) error {
 	u, err := s.Upload(ctx, key, createOnly)

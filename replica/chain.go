@@ -40,14 +40,33 @@ type head struct {
 // which reaches change seq. It is the one replica object written over,
 // one PUT more for every segment.
 func (r *Replica) writeHead(ctx context.Context, gen int64, key string, sum []byte, seq int64) error {
-	body, err := json.Marshal(head{Format: chainFormat, Gen: gen, Key: key, Hash: sum, Seq: seq, Made: time.Now().UTC()})
+	p, err := r.stageHead(ctx, gen, key, sum, seq)
 	if err != nil {
 		return err
 	}
-	w, err := r.s.put(ctx, r.cfg.Store, headKey, func(out io.Writer) error {
+	defer p.abort()
+	return r.commitHead(p)
+}
+
+// stageHead is writeHead without the commit: a cut writes the head while
+// its segment is committed, the head's commit following the segment's.
+func (r *Replica) stageHead(ctx context.Context, gen int64, key string, sum []byte, seq int64) (*pending, error) {
+	body, err := json.Marshal(head{Format: chainFormat, Gen: gen, Key: key, Hash: sum, Seq: seq, Made: time.Now().UTC()})
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.s.write(ctx, r.cfg.Store, headKey, func(out io.Writer) error {
 		_, err := out.Write(body)
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: write the head to %s: %w", r.cfg.Store, err)
+	}
+	return p, nil
+}
+
+func (r *Replica) commitHead(p *pending) error {
+	w, err := p.commit()
 	if err != nil {
 		return fmt.Errorf("replica: write the head to %s: %w", r.cfg.Store, err)
 	}

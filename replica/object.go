@@ -99,20 +99,52 @@ type written struct {
 // put seals what write writes and stores it under key, create-only but
 // for the head.
 func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (written, error) {
+	p, err := s.write(ctx, store, key, write)
+	if err != nil {
+		return written{}, err
+	}
+	defer p.abort()
+	return p.commit()
+}
+
+// pending is an object written, and synced where the store can
+// (objstore.Stager), but not yet committed: its hash is known, so the
+// object that names it can be written meanwhile.
+type pending struct {
+	u objstore.Upload
+	w written
+}
+
+func (p *pending) commit() (written, error) {
+	if err := p.u.Commit(); err != nil {
+		return written{}, err
+	}
+	return p.w, nil
+}
+
+// abort drops an object not committed; after the commit it does nothing.
+func (p *pending) abort() { p.u.Abort() }
+
+// write is put without the commit.
+func (s *sealer) write(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (_ *pending, err error) {
 	id := objectID(key)
 	dk, err := seal.NewDataKey()
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
 	wrapped, err := s.key.Wrap(dk, s.catalog, id)
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
 	u, err := store.Upload(ctx, key, key != headKey)
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
-	defer u.Abort()
+	defer func() {
+		if err != nil {
+			u.Abort()
+		}
+	}()
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(u, h)}
 	cw.Write(magic)
@@ -121,21 +153,23 @@ func (s *sealer) put(ctx context.Context, store objstore.Store, key string, writ
 	cw.Write(wrapped)
 	sw, err := seal.NewWriter(cw, dk, s.catalog, id)
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
 	if err := write(sw); err != nil {
-		return written{}, err
+		return nil, err
 	}
 	if err := sw.Close(); err != nil {
-		return written{}, err
+		return nil, err
 	}
 	if cw.err != nil {
-		return written{}, cw.err
+		return nil, cw.err
 	}
-	if err := u.Commit(); err != nil {
-		return written{}, err
+	if st, ok := u.(objstore.Stager); ok {
+		if err := st.Stage(); err != nil {
+			return nil, err
+		}
 	}
-	return written{n: cw.n, sum: h.Sum(nil)}, nil
+	return &pending{u: u, w: written{n: cw.n, sum: h.Sum(nil)}}, nil
 }
 
 // get opens the object under key and returns its body, verified as it is

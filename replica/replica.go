@@ -322,7 +322,7 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 		tables[t.Name] = t.RepTable
 	}
 	var last int64
-	var w written
+	var seg *pending
 	var key string
 	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
 		var err error
@@ -330,26 +330,52 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 			return err
 		}
 		key = segmentKey(st.Gen, st.Uploaded+1, last)
-		w, err = r.s.put(ctx, r.cfg.Store, key, func(out io.Writer) error {
+		seg, err = r.s.write(ctx, r.cfg.Store, key, func(out io.Writer) error {
 			return writeChanges(out, v, link{key: st.Last, sum: st.LastHash}, st.Tables, tables, st.Uploaded, last, nil)
 		})
 		return err
 	})
-	if errors.Is(err, objstore.ErrExists) {
-		// A process cut it and stopped before recording it: from the same
-		// record, so it names the same predecessor.
-		w.sum, err = r.s.hashOf(ctx, r.cfg.Store, key)
-	}
 	if err != nil {
 		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
 	}
 	if last <= st.Uploaded {
 		return nil
 	}
+	defer seg.abort()
+	// The head that names the segment is written, and synced where the
+	// target can, while the segment is committed: only the head's commit
+	// waits for the segment's.
+	staged := make(chan *pending, 1)
+	go func() {
+		h, err := r.stageHead(ctx, st.Gen, key, seg.w.sum, last)
+		if err != nil {
+			h = nil // written again below
+		}
+		staged <- h
+	}()
+	w, err := seg.commit()
+	head := <-staged
+	if head != nil {
+		defer head.abort()
+	}
+	if errors.Is(err, objstore.ErrExists) {
+		// A process cut it and stopped before recording it: from the same
+		// record, so it names the same predecessor, but not the same bytes.
+		head = nil
+		w.sum, err = r.s.hashOf(ctx, r.cfg.Store, key)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
+	}
 	r.bytes.Add(w.n)
 	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
-	if err := r.writeHead(ctx, st.Gen, key, w.sum, last); err != nil {
+	if head != nil {
+		err = r.commitHead(head)
+	} else {
+		err = r.writeHead(ctx, st.Gen, key, w.sum, last)
+	}
+	if err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterHead)

@@ -100,6 +100,7 @@ type File struct {
 	// folder between the commits that wait for it (docs/FORMAT.md).
 	SyncDir func(dir string) error
 	done    bool
+	staged  bool // synced by Stage: the commit only names the bytes
 }
 
 var errEnded = errors.New("the file was already committed or aborted")
@@ -145,12 +146,28 @@ func (f *File) commit(replace bool) error {
 	return sync(filepath.Dir(f.path))
 }
 
+// Stage syncs the bytes written so far, so that the commit after it only
+// names them and the sync can overlap other work; nothing may be written
+// after it.
+func (f *File) Stage() error {
+	if f.done {
+		return errEnded
+	}
+	if err := f.Sync(); err != nil {
+		return step("sync the file", err)
+	}
+	f.staged = true
+	return nil
+}
+
 // place gives the synced bytes their final name. The bytes must be on
 // disk before any name points to them: a crash after the rename must not
 // publish an empty or torn file.
 func (f *File) place(replace bool) error {
-	if err := f.Sync(); err != nil {
-		return step("sync the file", err)
+	if !f.staged {
+		if err := f.Sync(); err != nil {
+			return step("sync the file", err)
+		}
 	}
 	if err := f.File.Close(); err != nil {
 		return step("close the file", err)

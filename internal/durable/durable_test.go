@@ -145,3 +145,43 @@ func TestSyncErrorsNameTheStepNotThePath(t *testing.T) {
 		t.Fatalf("SyncDir of a missing folder: %v", err)
 	}
 }
+
+// TestStageThenCommit: a staged file is named by its commit as any other,
+// under its temporary name until then; a staged file aborted leaves
+// nothing.
+func TestStageThenCommit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "head")
+	f, err := Create(path, "", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("staged")
+	if err := f.Stage(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the final name exists before the commit: %v", err)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, path); got != "staged" {
+		t.Fatalf("the file holds %q, want staged", got)
+	}
+	if err := f.Stage(); err == nil {
+		t.Fatal("Stage after the commit succeeded")
+	}
+	g, err := Create(filepath.Join(dir, "other"), "", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.WriteString("x")
+	if err := g.Stage(); err != nil {
+		t.Fatal(err)
+	}
+	g.Abort()
+	if got := names(t, dir); len(got) != 1 {
+		t.Fatalf("the folder holds %v, want the committed file alone", got)
+	}
+}

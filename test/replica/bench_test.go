@@ -50,14 +50,17 @@ import (
 // VCON_REPLICA_BENCH_STORAGE=dir or s3 only that storage's rows, for a
 // quick look; VCON_REPLICA_BENCH_PROFILE a file for a CPU profile of an
 // in-process server under the same load with the replica in a directory,
-// at VCON_REPLICA_BENCH_PROFILE_LAG's max_lag (0 when unset).
+// at VCON_REPLICA_BENCH_PROFILE_LAG's max_lag (0 when unset);
+// VCON_REPLICA_BENCH_OTHER the path of another build of vcon-server (go
+// build it from another checkout), whose max_lag = 0 row is measured in
+// the same rounds, to compare two builds.
 func TestReplicaBench(t *testing.T) {
 	if os.Getenv("VCON_REPLICA_BENCH") != "1" {
 		t.Skip("the replica benchmark runs with VCON_REPLICA_BENCH=1 (make replica-bench)")
 	}
 	secs := envInt(t, "VCON_REPLICA_BENCH_SECONDS", 5)
 	size := envInt(t, "VCON_REPLICA_BENCH_VERSIONS", 100_000)
-	o := replicabench.Options{Turn: time.Duration(secs) * time.Second, Rounds: envInt(t, "VCON_REPLICA_BENCH_ROUNDS", 5)}
+	o := replicabench.Options{Turn: time.Duration(secs) * time.Second, Rounds: envInt(t, "VCON_REPLICA_BENCH_ROUNDS", 5), Other: os.Getenv("VCON_REPLICA_BENCH_OTHER")}
 	switch storage := os.Getenv("VCON_REPLICA_BENCH_STORAGE"); storage {
 	case "", "dir", "s3":
 		o.Dir = storage != "s3"

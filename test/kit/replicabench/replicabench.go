@@ -41,8 +41,9 @@ const Off = -1
 
 // Config is one configuration measured.
 type Config struct {
-	S3  bool // S3 storage with the replica in the bucket; else the data directory with the replica in a directory
-	Lag int  // max_lag, or Off
+	S3    bool   // S3 storage with the replica in the bucket; else the data directory with the replica in a directory
+	Lag   int    // max_lag, or Off
+	Other string // another build of vcon-server that serves it (Options.Other); "" for this tree's
 }
 
 // Storage names the storage and where its replica goes.
@@ -57,6 +58,9 @@ func (c Config) Storage() string {
 func (c Config) Replica() string {
 	if c.Lag == Off {
 		return "replica off"
+	}
+	if c.Other != "" {
+		return fmt.Sprintf("max_lag = %d, other build", c.Lag)
 	}
 	return fmt.Sprintf("max_lag = %d", c.Lag)
 }
@@ -142,6 +146,11 @@ type Options struct {
 	Rounds int
 	Dir    bool           // the data-directory configurations
 	S3     *s3test.Server // the S3 configurations, on this server; nil: none
+	// Other is the path of another build of vcon-server, measured at
+	// max_lag = 0 in the same rounds as this tree's: two builds compared
+	// in one run, since a change worth a few percent is less than what
+	// separates two runs on a shared host.
+	Other string
 }
 
 // Run measures every configuration Options asks for, Rounds times, and
@@ -159,6 +168,9 @@ func Run(t testing.TB, o Options) []*Result {
 		results = append(results, off,
 			&Result{Config: Config{S3: s3, Lag: 1}, off: off},
 			&Result{Config: Config{S3: s3, Lag: 0}, off: off})
+		if o.Other != "" {
+			results = append(results, &Result{Config: Config{S3: s3, Lag: 0, Other: o.Other}, off: off})
+		}
 	}
 	order := slices.Clone(results)
 	for round := range o.Rounds {
@@ -195,7 +207,12 @@ func turn(t testing.TB, o Options, c Config) Turn {
 	ops := e.OperatorKey().Token
 	// Each round's server writes over the one before's profile: a row's
 	// profile is its last round's.
-	p := e.StartProfiled(name)
+	var p *testenv.Proc
+	if c.Other != "" {
+		p = e.StartBinaryAt(c.Other)
+	} else {
+		p = e.StartProfiled(name)
+	}
 	defer p.Stop()
 	client := e.HTTPClient()
 	Store(t, e, client, token, time.Second) // the first generation, the connections

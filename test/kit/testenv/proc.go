@@ -43,6 +43,12 @@ func (e *Env) StartBinary(env ...string) *Proc {
 	return e.startBinaryAt(Binary(e.T), env...)
 }
 
+// StartBinaryAt is StartBinary with another build of vcon-server, at bin.
+func (e *Env) StartBinaryAt(bin string) *Proc {
+	e.T.Helper()
+	return e.startBinaryAt(bin)
+}
+
 func (e *Env) startBinaryAt(bin string, env ...string) *Proc {
 	e.T.Helper()
 	p := &Proc{done: make(chan struct{}), Log: filepath.Join(e.Dir, "serve.log")}

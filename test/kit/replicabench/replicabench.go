@@ -60,7 +60,7 @@ func (c Config) Replica() string {
 		return "replica off"
 	}
 	if c.Other != "" {
-		return fmt.Sprintf("max_lag = %d, other build", c.Lag)
+		return "other build" // at max_lag = 0
 	}
 	return fmt.Sprintf("max_lag = %d", c.Lag)
 }

@@ -99,7 +99,8 @@ scale:
 # latency and restore's time at VCON_REPLICA_BENCH_VERSIONS (100,000 by
 # default). About 6 minutes on 2 shared cores. Knobs (test/replica/
 # bench_test.go): VCON_REPLICA_BENCH_SECONDS, _ROUNDS, _STORAGE=dir|s3,
-# _PROFILE, _OTHER (another build's max_lag = 0 row in the same rounds).
+# _PROFILE, _OTHER (another build's max_lag = 0 row in the same rounds),
+# _TARGETS (a directory on another disk for the directory replicas).
 # make perf has the same ingest rows. Never part of test.
 replica-bench:
 	scripts/install-test-tools.sh versitygw

@@ -53,14 +53,16 @@ import (
 // at VCON_REPLICA_BENCH_PROFILE_LAG's max_lag (0 when unset);
 // VCON_REPLICA_BENCH_OTHER the path of another build of vcon-server (go
 // build it from another checkout), whose max_lag = 0 row is measured in
-// the same rounds, to compare two builds.
+// the same rounds, to compare two builds; VCON_REPLICA_BENCH_TARGETS a
+// directory on another disk for the directory replicas (the test's
+// temporary directory by default, on the data directories' disk).
 func TestReplicaBench(t *testing.T) {
 	if os.Getenv("VCON_REPLICA_BENCH") != "1" {
 		t.Skip("the replica benchmark runs with VCON_REPLICA_BENCH=1 (make replica-bench)")
 	}
 	secs := envInt(t, "VCON_REPLICA_BENCH_SECONDS", 5)
 	size := envInt(t, "VCON_REPLICA_BENCH_VERSIONS", 100_000)
-	o := replicabench.Options{Turn: time.Duration(secs) * time.Second, Rounds: envInt(t, "VCON_REPLICA_BENCH_ROUNDS", 5), Other: os.Getenv("VCON_REPLICA_BENCH_OTHER")}
+	o := replicabench.Options{Turn: time.Duration(secs) * time.Second, Rounds: envInt(t, "VCON_REPLICA_BENCH_ROUNDS", 5), Other: os.Getenv("VCON_REPLICA_BENCH_OTHER"), Targets: os.Getenv("VCON_REPLICA_BENCH_TARGETS")}
 	switch storage := os.Getenv("VCON_REPLICA_BENCH_STORAGE"); storage {
 	case "", "dir", "s3":
 		o.Dir = storage != "s3"

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -151,6 +152,10 @@ type Options struct {
 	// in one run, since a change worth a few percent is less than what
 	// separates two runs on a shared host.
 	Other string
+	// Targets is where each turn's replica directory is made (the test's
+	// temporary directory when ""): another disk, as
+	// docs/disaster-recovery.md asks, measures what an operator sees.
+	Targets string
 }
 
 // Run measures every configuration Options asks for, Rounds times, and
@@ -195,7 +200,7 @@ func turn(t testing.TB, o Options, c Config) Turn {
 	if c.Lag != Off {
 		to := "s3"
 		if !c.S3 {
-			to = t.TempDir()
+			to = targetDir(t, o.Targets)
 		}
 		opts.Storage += fmt.Sprintf("\n[replica]\nto = %q\nmax_lag = %d\n", to, c.Lag)
 		name += fmt.Sprintf("-lag%d", c.Lag)
@@ -221,6 +226,21 @@ func turn(t testing.TB, o Options, c Config) Turn {
 	bytes1, objects1 := uploaded(t, e, ops, c.Lag)
 	tr.Bytes, tr.Objects = bytes1-bytes0, objects1-objects0
 	return tr
+}
+
+// targetDir makes a new directory for a turn's replica in dir, removed
+// when the test ends; in the test's temporary directory when dir is "".
+func targetDir(t testing.TB, dir string) string {
+	t.Helper()
+	if dir == "" {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp(dir, "replica-")
+	if err != nil {
+		t.Fatalf("VCON_REPLICA_BENCH_TARGETS: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // Store stores 4 KiB vCons from Clients clients through client for d,

@@ -24,6 +24,9 @@ func Table(results []*Result, o Options) string {
 	}
 	fmt.Fprintf(&b, "ingest: %d clients, 4 KiB vCons, %d interleaved rounds of %s; medians of the rounds; ratios against the replica off on the same storage, same run\n",
 		Clients, rounds, o.Turn)
+	if o.Targets != "" {
+		fmt.Fprintf(&b, "directory replicas under %s\n", o.Targets)
+	}
 	const row = "  %-40s %-12s %9s %6s  %-12s %9s %9s %8s %5s %10s %8s\n"
 	fmt.Fprintf(&b, row, "storage", "replica", "stores/s", "ratio", "round ratios", "p50", "p99", "p99/p50", "≤ 3×", "B/version", "PUT/ver")
 	for _, r := range results {

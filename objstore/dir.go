@@ -96,6 +96,44 @@ func (d *Dir) Upload(ctx context.Context, key string, createOnly bool) (Upload, 
 	return &dirUpload{ctx: ctx, f: f, createOnly: createOnly}, nil
 }
 
+// Patch writes p over the object's bytes at off and syncs them
+// (objstore.Patcher); the file keeps its size, so a sync of its data is
+// enough (fdatasync): no folder to sync, no new file.
+func (d *Dir) Patch(ctx context.Context, key string, off int64, p []byte) error {
+	path, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := durable.OpenFile(path, os.O_WRONLY, 0)
+	if missing(err) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fsErr("open", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fsErr("stat", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return ErrNotFound
+	}
+	if off < 0 || fi.Size() < off+int64(len(p)) {
+		return fmt.Errorf("objstore: %s holds %d bytes, too few to rewrite bytes %d to %d in place", key, fi.Size(), off, off+int64(len(p)))
+	}
+	if _, err := f.WriteAt(p, off); err != nil {
+		return fsErr("write", err)
+	}
+	if err := durable.Datasync(f); err != nil {
+		return fsErr("sync", err)
+	}
+	return nil
+}
+
 // mkdirs creates the folders leading to dir with mode 0700 and syncs the
 // parent of each one, so a synced object is never lost with a folder entry
 // that was still only in memory. It syncs after EEXIST too: a concurrent
@@ -176,20 +214,6 @@ func (u *dirUpload) Commit() error {
 		return fmt.Errorf("objstore: %w", err)
 	}
 	return nil
-}
-
-// Stage syncs the temporary file (Stager).
-func (u *dirUpload) Stage() error {
-	if u.done {
-		return errEnded
-	}
-	if u.err != nil {
-		return u.err
-	}
-	if err := u.f.Stage(); err != nil {
-		u.err = fmt.Errorf("objstore: %w", err)
-	}
-	return u.err
 }
 
 // Abort removes the temporary file; after Commit it does nothing (nor

@@ -2,7 +2,6 @@ package objstore_test
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -212,36 +211,43 @@ func TestDirFolderIsNoObject(t *testing.T) {
 	}
 }
 
-// TestDirStagedUpload: a directory's upload is a Stager; what it staged
-// is what its commit publishes.
-func TestDirStagedUpload(t *testing.T) {
-	d, _ := newDir(t)
+// TestDirPatch: Patch rewrites bytes of an object in place, in the same
+// file, and refuses a span past its end, a missing object and a key
+// outside the directory, changing nothing.
+func TestDirPatch(t *testing.T) {
+	d, root := newDir(t)
 	ctx := t.Context()
-	u, err := d.Upload(ctx, "replica/head", false)
+	if err := objstore.Put(ctx, d, "replica/head", strings.NewReader("0123456789"), false); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "replica", "head")
+	before, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer u.Abort()
-	u.Write([]byte("names the newest segment"))
-	s, ok := u.(objstore.Stager)
-	if !ok {
-		t.Fatal("a directory's upload cannot stage")
-	}
-	if err := s.Stage(); err != nil {
+	if err := d.Patch(ctx, "replica/head", 4, []byte("ab")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Stat(ctx, "replica/head"); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("a staged upload is visible before its commit: %v", err)
-	}
-	if err := u.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := d.Get(ctx, "replica/head")
+	after, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
-	if b, _ := io.ReadAll(rc); string(b) != "names the newest segment" {
-		t.Fatalf("the object holds %q", b)
+	if b, _ := os.ReadFile(path); string(b) != "0123ab6789" || !os.SameFile(before, after) {
+		t.Fatalf("after a patch: %q, same file %v; want 0123ab6789 in the same file", b, os.SameFile(before, after))
+	}
+	if err := d.Patch(ctx, "replica/head", 8, []byte("xyz")); err == nil || !strings.Contains(err.Error(), "too few") {
+		t.Fatalf("a patch past the end: %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "0123ab6789" {
+		t.Fatalf("a refused patch changed the object: %q", b)
+	}
+	if err := d.Patch(ctx, "replica/none", 0, []byte("x")); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a patch of a missing object: %v, want ErrNotFound", err)
+	}
+	if err := d.Patch(ctx, "../escape", 0, []byte("x")); err == nil {
+		t.Fatal("a patch outside the directory was taken")
+	}
+	if temps := findTemps(t, root); len(temps) != 0 {
+		t.Fatalf("a patch left temporary files: %v", temps)
 	}
 }

@@ -71,20 +71,25 @@ type ManyDeleter interface {
 	DeleteMany(ctx context.Context, keys []string) (failed []string, err error)
 }
 
+// A Patcher rewrites a span of an object in place, durably: a directory,
+// where the replica rewrites one slot of its head at each cut with one
+// sync of the file's data, not a new file, a rename and a folder sync
+// (docs/FORMAT.md, "Replica objects"). A crash may leave the span torn;
+// the caller writes nothing there that another span does not cover.
+type Patcher interface {
+	// Patch writes p at off in the object under key, which must already
+	// reach off+len(p), and returns once the bytes are synced. It returns
+	// ErrNotFound when key names no object, and an error, changing
+	// nothing, when the object is shorter.
+	Patch(ctx context.Context, key string, off int64, p []byte) error
+}
+
 // Upload is an object being written. Exactly one of Commit or Abort ends
 // it; Abort after Commit does nothing, so `defer u.Abort()` is safe.
 type Upload interface {
 	io.Writer
 	Commit() error
 	Abort()
-}
-
-// A Stager is an Upload that can make its bytes durable before Commit (a
-// directory's syncs its temporary file), so that its caller overlaps that
-// sync with other work and Commit only publishes the bytes. Nothing may
-// be written after Stage.
-type Stager interface {
-	Stage() error
 }
 
 // Put writes r whole under key; a convenience over Upload.

@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,58 +38,142 @@ type head struct {
 	Made   time.Time `json:"made"`
 }
 
-// writeHead rewrites the head to name key, the newest object of gen,
-// which reaches change seq. It is the one replica object written over,
-// one PUT more for every segment.
-func (r *Replica) writeHead(ctx context.Context, gen int64, key string, sum []byte, seq int64) error {
-	p, err := r.stageHead(ctx, gen, key, sum, seq)
-	if err != nil {
-		return err
-	}
-	defer p.abort()
-	return r.commitHead(p)
-}
+// slotSize is the size of each of the head's two slots: a 2-byte
+// big-endian length, then the head object (about 400 bytes), then zeros
+// (docs/FORMAT.md, "Replica objects").
+const slotSize = 4096
 
-// stageHead is writeHead without the commit: a cut writes the head while
-// its segment is committed, the head's commit following the segment's.
-func (r *Replica) stageHead(ctx context.Context, gen int64, key string, sum []byte, seq int64) (*pending, error) {
+// writeHead rewrites the head to name key, the newest object of gen,
+// which reaches change seq. In a target that rewrites in place (a
+// directory), a cut's head goes over the slot that does not hold the
+// head before it: a crash tears at most that slot, and the other still
+// names an object that is there. Any other head is written whole, in
+// both slots: a process's first, a rollover's (no slot keeps a head
+// sealed under a rotated master key) and one that names an older object
+// than the head before (a slot left naming the newer one would win).
+// Elsewhere every head is written whole, in one slot: one PUT more for
+// every segment.
+func (r *Replica) writeHead(ctx context.Context, gen int64, key string, sum []byte, seq int64, cut bool) error {
 	body, err := json.Marshal(head{Format: chainFormat, Gen: gen, Key: key, Hash: sum, Seq: seq, Made: time.Now().UTC()})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p, err := r.s.write(ctx, r.cfg.Store, headKey, func(out io.Writer) error {
+	var obj bytes.Buffer
+	if _, err := r.s.frame(&obj, headKey, func(out io.Writer) error {
 		_, err := out.Write(body)
 		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replica: write the head to %s: %w", r.cfg.Store, err)
+	}); err != nil {
+		return err
 	}
-	return p, nil
-}
-
-func (r *Replica) commitHead(p *pending) error {
-	w, err := p.commit()
-	if err != nil {
+	if obj.Len() > slotSize-2 {
+		return fmt.Errorf("replica: a head of %d bytes does not fit its slot", obj.Len())
+	}
+	slot := make([]byte, slotSize)
+	binary.BigEndian.PutUint16(slot, uint16(obj.Len()))
+	copy(slot[2:], obj.Bytes())
+	p, inPlace := r.cfg.Store.(objstore.Patcher)
+	if !cut {
+		r.nextSlot = -1
+	}
+	used := slot[:2+obj.Len()] // the length says where the head ends
+	if inPlace && r.nextSlot >= 0 {
+		if err := p.Patch(ctx, headKey, int64(r.nextSlot*slotSize), used); err == nil {
+			r.nextSlot = 1 - r.nextSlot
+			r.bytes.Add(int64(len(used)))
+			r.objects.Add(1)
+			return nil
+		}
+		// Gone, replaced by a shorter one, or failing: written whole.
+		r.nextSlot = -1
+	}
+	whole := used
+	if inPlace {
+		whole = append(slot, slot...)
+	}
+	if err := objstore.Put(ctx, r.cfg.Store, headKey, bytes.NewReader(whole), false); err != nil {
 		return fmt.Errorf("replica: write the head to %s: %w", r.cfg.Store, err)
 	}
-	r.bytes.Add(w.n)
+	if inPlace {
+		r.nextSlot = 1
+	}
+	r.bytes.Add(int64(len(whole)))
 	r.objects.Add(1)
 	return nil
 }
 
-// readHead reads the head; nil when the target has none.
+// readHead reads the head; nil when the target has none. Of its slots,
+// the one naming the newest generation and change wins; a torn one is
+// passed over while the other opens. A head written before the slots is
+// one object on its own, read as it is.
 func readHead(ctx context.Context, s *sealer, store objstore.Store) (*head, error) {
-	rc, err := s.get(ctx, store, headKey, nil)
+	rc, err := store.Get(ctx, headKey)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: read the head: %w", err)
 	}
+	raw, err := io.ReadAll(io.LimitReader(rc, 2*slotSize+1))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("replica: read the head: %w", err)
+	}
+	if bytes.HasPrefix(raw, magic) {
+		h, err := openHead(s, raw)
+		if err != nil {
+			return nil, fmt.Errorf("replica: the head is damaged: %w", err)
+		}
+		return h, nil
+	}
+	if len(raw) > 2*slotSize {
+		return nil, fmt.Errorf("replica: the head is damaged: %d bytes or more, more than its two slots", len(raw))
+	}
+	var newest *head
+	var damage error
+	for off := 0; off < len(raw); off += slotSize {
+		slot := raw[off:min(off+slotSize, len(raw))]
+		h, err := openSlot(s, slot)
+		switch {
+		case err != nil:
+			damage = fmt.Errorf("slot %d: %w", off/slotSize+1, err)
+		case h != nil && (newest == nil || h.Gen > newest.Gen || h.Gen == newest.Gen && h.Seq > newest.Seq):
+			newest = h
+		}
+	}
+	if newest == nil {
+		if damage == nil {
+			damage = errors.New("both slots are empty")
+		}
+		return nil, fmt.Errorf("replica: the head is damaged: %w", damage)
+	}
+	return newest, nil
+}
+
+// openSlot reads the head in one slot; nil when the slot is empty.
+func openSlot(s *sealer, slot []byte) (*head, error) {
+	if len(slot) < 2 {
+		return nil, errors.New("cut short")
+	}
+	n := int(binary.BigEndian.Uint16(slot))
+	if n == 0 {
+		return nil, nil
+	}
+	if 2+n > len(slot) {
+		return nil, fmt.Errorf("it says %d bytes and holds %d", n, len(slot)-2)
+	}
+	return openHead(s, slot[2:2+n])
+}
+
+// openHead reads a head object from its stored bytes.
+func openHead(s *sealer, obj []byte) (*head, error) {
+	rc, err := s.open(headKey, io.NopCloser(bytes.NewReader(obj)), nil)
+	if err != nil {
+		return nil, err
+	}
 	defer rc.Close()
 	h := &head{}
 	if err := json.NewDecoder(io.LimitReader(rc, 64<<10)).Decode(h); err != nil {
-		return nil, fmt.Errorf("replica: the head is damaged: %w", err)
+		return nil, err
 	}
 	return h, drained(rc, headKey)
 }

@@ -99,77 +99,53 @@ type written struct {
 // put seals what write writes and stores it under key, create-only but
 // for the head.
 func (s *sealer) put(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (written, error) {
-	p, err := s.write(ctx, store, key, write)
+	u, err := store.Upload(ctx, key, key != headKey)
 	if err != nil {
 		return written{}, err
 	}
-	defer p.abort()
-	return p.commit()
-}
-
-// pending is an object written, and synced where the store can
-// (objstore.Stager), but not yet committed: its hash is known, so the
-// object that names it can be written meanwhile.
-type pending struct {
-	u objstore.Upload
-	w written
-}
-
-func (p *pending) commit() (written, error) {
-	if err := p.u.Commit(); err != nil {
+	defer u.Abort()
+	w, err := s.frame(u, key, write)
+	if err != nil {
 		return written{}, err
 	}
-	return p.w, nil
+	if err := u.Commit(); err != nil {
+		return written{}, err
+	}
+	return w, nil
 }
 
-// abort drops an object not committed; after the commit it does nothing.
-func (p *pending) abort() { p.u.Abort() }
-
-// write is put without the commit.
-func (s *sealer) write(ctx context.Context, store objstore.Store, key string, write func(io.Writer) error) (_ *pending, err error) {
+// frame writes the object under key to out: its format line, ids and
+// wrapped data key, then what write writes, sealed.
+func (s *sealer) frame(out io.Writer, key string, write func(io.Writer) error) (written, error) {
 	id := objectID(key)
 	dk, err := seal.NewDataKey()
 	if err != nil {
-		return nil, err
+		return written{}, err
 	}
 	wrapped, err := s.key.Wrap(dk, s.catalog, id)
 	if err != nil {
-		return nil, err
+		return written{}, err
 	}
-	u, err := store.Upload(ctx, key, key != headKey)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			u.Abort()
-		}
-	}()
 	h := sha256.New()
-	cw := &countingWriter{w: io.MultiWriter(u, h)}
+	cw := &countingWriter{w: io.MultiWriter(out, h)}
 	cw.Write(magic)
 	cw.Write(s.catalog[:])
 	cw.Write(id[:])
 	cw.Write(wrapped)
 	sw, err := seal.NewWriter(cw, dk, s.catalog, id)
 	if err != nil {
-		return nil, err
+		return written{}, err
 	}
 	if err := write(sw); err != nil {
-		return nil, err
+		return written{}, err
 	}
 	if err := sw.Close(); err != nil {
-		return nil, err
+		return written{}, err
 	}
 	if cw.err != nil {
-		return nil, cw.err
+		return written{}, cw.err
 	}
-	if st, ok := u.(objstore.Stager); ok {
-		if err := st.Stage(); err != nil {
-			return nil, err
-		}
-	}
-	return &pending{u: u, w: written{n: cw.n, sum: h.Sum(nil)}}, nil
+	return written{n: cw.n, sum: h.Sum(nil)}, nil
 }
 
 // get opens the object under key and returns its body, verified as it is
@@ -183,6 +159,11 @@ func (s *sealer) get(ctx context.Context, store objstore.Store, key string, sum 
 	if err != nil {
 		return nil, err
 	}
+	return s.open(key, raw, sum)
+}
+
+// open is get of an object whose stored bytes raw reads.
+func (s *sealer) open(key string, raw io.ReadCloser, sum hash.Hash) (io.ReadCloser, error) {
 	var rc io.ReadCloser = raw
 	if sum != nil {
 		rc = struct {

@@ -88,9 +88,9 @@ func (r *Replica) stepTurn(ctx context.Context, want int64, gather bool) error {
 // then, and one segment and one head acknowledge them all, where a cut
 // taken sooner leaves the rest a cut more to wait for and the disk more
 // flushes. The replica's flushes share the disk with the writes' own (a
-// cut is four: the segment and its folder, the head and its folder), so
-// segments that hold more writes leave more of the disk to the writes:
-// on the benchmark's disk (make replica-bench, max_lag = 0) a segment
+// cut is three in a directory: the segment, its folder and the head's
+// slot), so segments that hold more writes leave more of the disk to the
+// writes: on the benchmark's disk (make replica-bench, max_lag = 0) a segment
 // went from 3.7 writes to 8, and ingest from 0.54 to 0.68 of ingest
 // without the replica.
 func (r *Replica) gatherWrites(ctx context.Context) error {

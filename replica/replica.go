@@ -12,6 +12,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,8 +57,11 @@ type Replica struct {
 	forgets atomic.Int64
 	forgot  int64  // forget requests a finished rollover covers (in turn)
 	schema  string // the catalog's schema fingerprint, read once (in turn)
-	wake    chan struct{}
-	stepEnd chan struct{} // closed and replaced whenever a step ends
+	// The head's slot the next cut rewrites in place, in a target that
+	// can (chain.go); -1: the next head is written whole (in turn).
+	nextSlot int
+	wake     chan struct{}
+	stepEnd  chan struct{} // closed and replaced whenever a step ends
 
 	// With max_lag 0: the writes let in and not yet done, those of them
 	// asking for their acknowledgement, and a signal when either changes
@@ -76,6 +80,10 @@ type Replica struct {
 	unsaved atomic.Pointer[progress]
 	saving  atomic.Bool
 	saveMu  sync.Mutex
+	// The record as last read, and its bytes: a step reads the record
+	// again, and decodes it only when another process or a rollover has
+	// written it since (its shard list grows with the catalog).
+	decoded atomic.Pointer[decodedState]
 
 	gen      atomic.Int64
 	uploaded atomic.Int64
@@ -98,7 +106,7 @@ func New(cfg Config) *Replica {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), arrived: make(chan struct{}, 1), wake: make(chan struct{}, 1), stepEnd: make(chan struct{})}
+	return &Replica{cfg: cfg, s: sealer{key: cfg.Key, catalog: cfg.Cat.ID}, turn: make(chan struct{}, 1), nextSlot: -1, arrived: make(chan struct{}, 1), wake: make(chan struct{}, 1), stepEnd: make(chan struct{})}
 }
 
 // String names the target for operators.
@@ -184,6 +192,13 @@ func (st *state) advance(p *progress) {
 	}
 }
 
+// decodedState is a record and the bytes it was decoded from; neither
+// changes once stored.
+type decodedState struct {
+	raw []byte
+	st  state
+}
+
 // progress is what each segment changes of the record.
 type progress struct {
 	Gen      int64  `json:"gen"`
@@ -202,8 +217,13 @@ func (r *Replica) loadState(ctx context.Context) (*state, error) {
 		return nil, err
 	}
 	st := &state{}
-	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
+	if d := r.decoded.Load(); d != nil && bytes.Equal(d.raw, b) {
+		*st = d.st // its slices are only ever replaced, never written into
+	} else {
+		if err := json.Unmarshal(b, st); err != nil {
+			return nil, fmt.Errorf("replica: the catalog's replica record is damaged: %w", err)
+		}
+		r.decoded.Store(&decodedState{raw: b, st: *st})
 	}
 	if pb != nil {
 		var p progress
@@ -322,7 +342,7 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 		tables[t.Name] = t.RepTable
 	}
 	var last int64
-	var seg *pending
+	var w written
 	var key string
 	err := r.cfg.Cat.Read(ctx, func(v *catalog.View) error {
 		var err error
@@ -330,52 +350,26 @@ func (r *Replica) cutSegment(ctx context.Context, st *state) error {
 			return err
 		}
 		key = segmentKey(st.Gen, st.Uploaded+1, last)
-		seg, err = r.s.write(ctx, r.cfg.Store, key, func(out io.Writer) error {
+		w, err = r.s.put(ctx, r.cfg.Store, key, func(out io.Writer) error {
 			return writeChanges(out, v, link{key: st.Last, sum: st.LastHash}, st.Tables, tables, st.Uploaded, last, nil)
 		})
 		return err
 	})
+	if errors.Is(err, objstore.ErrExists) {
+		// A process cut it and stopped before recording it: from the same
+		// record, so it names the same predecessor.
+		w.sum, err = r.s.hashOf(ctx, r.cfg.Store, key)
+	}
 	if err != nil {
 		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
 	}
 	if last <= st.Uploaded {
 		return nil
 	}
-	defer seg.abort()
-	// The head that names the segment is written, and synced where the
-	// target can, while the segment is committed: only the head's commit
-	// waits for the segment's.
-	staged := make(chan *pending, 1)
-	go func() {
-		h, err := r.stageHead(ctx, st.Gen, key, seg.w.sum, last)
-		if err != nil {
-			h = nil // written again below
-		}
-		staged <- h
-	}()
-	w, err := seg.commit()
-	head := <-staged
-	if head != nil {
-		defer head.abort()
-	}
-	if errors.Is(err, objstore.ErrExists) {
-		// A process cut it and stopped before recording it: from the same
-		// record, so it names the same predecessor, but not the same bytes.
-		head = nil
-		w.sum, err = r.s.hashOf(ctx, r.cfg.Store, key)
-	}
-	if err != nil {
-		return fmt.Errorf("replica: write a segment to %s: %w", r.cfg.Store, err)
-	}
 	r.bytes.Add(w.n)
 	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterSegment)
-	if head != nil {
-		err = r.commitHead(head)
-	} else {
-		err = r.writeHead(ctx, st.Gen, key, w.sum, last)
-	}
-	if err != nil {
+	if err := r.writeHead(ctx, st.Gen, key, w.sum, last, true); err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterHead)

@@ -152,7 +152,7 @@ func (r *Replica) rollover(ctx context.Context, st *state, mode rolloverMode) er
 	r.bytes.Add(total)
 	r.objects.Add(1)
 	crashpoint.Hit(crashpoint.ReplicaAfterManifest)
-	if err := r.writeHead(ctx, gen, manifestKey(gen), mw.sum, m.Seq); err != nil {
+	if err := r.writeHead(ctx, gen, manifestKey(gen), mw.sum, m.Seq, false); err != nil {
 		return err
 	}
 	crashpoint.Hit(crashpoint.ReplicaAfterNewHead)

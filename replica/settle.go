@@ -52,7 +52,7 @@ func (r *Replica) abandon(ctx context.Context, st *state) error {
 	// newest object again first (or goes, for a record from before the
 	// head), so that it never names an object deleted below.
 	if st.Last != "" {
-		if err := r.writeHead(ctx, st.Gen, st.Last, st.LastHash, st.Uploaded); err != nil {
+		if err := r.writeHead(ctx, st.Gen, st.Last, st.LastHash, st.Uploaded, false); err != nil {
 			return err
 		}
 	} else if err := r.cfg.Store.Delete(ctx, headKey); err != nil && !errors.Is(err, objstore.ErrNotFound) {

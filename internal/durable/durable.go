@@ -62,6 +62,18 @@ func CreateTemp(dir, pattern string, perm os.FileMode) (*os.File, error) {
 	}
 }
 
+// Datasync syncs f's bytes and what reading them back needs, but not its
+// times (fdatasync): for a file rewritten in place, whose size and blocks
+// stay, it is one write of the blocks, with no journal commit to wait for.
+func Datasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
 // SyncFile syncs the file at path: for bytes another writer put there
 // (SQLite's VACUUM INTO syncs nothing). An fsync covers every write to
 // the file, whichever descriptor made it.
@@ -100,7 +112,6 @@ type File struct {
 	// folder between the commits that wait for it (docs/FORMAT.md).
 	SyncDir func(dir string) error
 	done    bool
-	staged  bool // synced by Stage: the commit only names the bytes
 }
 
 var errEnded = errors.New("the file was already committed or aborted")
@@ -146,28 +157,12 @@ func (f *File) commit(replace bool) error {
 	return sync(filepath.Dir(f.path))
 }
 
-// Stage syncs the bytes written so far, so that the commit after it only
-// names them and the sync can overlap other work; nothing may be written
-// after it.
-func (f *File) Stage() error {
-	if f.done {
-		return errEnded
-	}
-	if err := f.Sync(); err != nil {
-		return step("sync the file", err)
-	}
-	f.staged = true
-	return nil
-}
-
 // place gives the synced bytes their final name. The bytes must be on
 // disk before any name points to them: a crash after the rename must not
 // publish an empty or torn file.
 func (f *File) place(replace bool) error {
-	if !f.staged {
-		if err := f.Sync(); err != nil {
-			return step("sync the file", err)
-		}
+	if err := f.Sync(); err != nil {
+		return step("sync the file", err)
 	}
 	if err := f.File.Close(); err != nil {
 		return step("close the file", err)

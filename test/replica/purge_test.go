@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -204,7 +205,9 @@ func wrappedKeys(t *testing.T, e *testenv.Env, uuid string) [][]byte {
 const replicaMagic = "vcon-server replica 1\n"
 
 // holdsAny opens the replica object under key with the master key and
-// reports whether its body holds any of the byte strings in secrets.
+// reports whether its body holds any of the byte strings in secrets; of
+// the head, every slot's (docs/FORMAT.md, "Replica objects": a 2-byte
+// length, then a head object, in each 4,096 bytes).
 func holdsAny(t *testing.T, s objstore.Store, mk *seal.MasterKey, key string, secrets [][]byte) bool {
 	t.Helper()
 	rc, err := s.Get(context.Background(), key)
@@ -212,24 +215,23 @@ func holdsAny(t *testing.T, s objstore.Store, mk *seal.MasterKey, key string, se
 		t.Fatalf("get %s: %v", key, err)
 	}
 	defer rc.Close()
-	head := make([]byte, len(replicaMagic)+32+seal.WrappedSize)
-	if _, err := io.ReadFull(rc, head); err != nil || string(head[:len(replicaMagic)]) != replicaMagic {
-		t.Fatalf("%s is not a replica object: %v", key, err)
-	}
-	var cat, id ids.ID
-	copy(cat[:], head[len(replicaMagic):])
-	copy(id[:], head[len(replicaMagic)+16:])
-	dk, err := mk.Unwrap(head[len(replicaMagic)+32:], cat, id)
+	raw, err := io.ReadAll(rc)
 	if err != nil {
-		t.Fatalf("%s does not open with the master key: %v", key, err)
+		t.Fatalf("get %s: %v", key, err)
 	}
-	r, err := seal.NewReader(rc, dk, cat, id)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
+	objects := [][]byte{raw}
+	if key == "replica/head" && !bytes.HasPrefix(raw, []byte(replicaMagic)) {
+		objects = nil
+		for off := 0; off < len(raw); off += 4096 {
+			slot := raw[off:min(off+4096, len(raw))]
+			if n := int(binary.BigEndian.Uint16(slot)); n > 0 && 2+n <= len(slot) {
+				objects = append(objects, slot[2:2+n])
+			}
+		}
 	}
-	body, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
+	var body []byte
+	for _, obj := range objects {
+		body = append(body, unsealObject(t, mk, key, obj)...)
 	}
 	for _, secret := range secrets {
 		if len(secret) > 0 && bytes.Contains(body, secret) {
@@ -237,4 +239,29 @@ func holdsAny(t *testing.T, s objstore.Store, mk *seal.MasterKey, key string, se
 		}
 	}
 	return false
+}
+
+// unsealObject opens a replica object's stored bytes.
+func unsealObject(t *testing.T, mk *seal.MasterKey, key string, b []byte) []byte {
+	t.Helper()
+	if len(b) < len(replicaMagic)+32+seal.WrappedSize || string(b[:len(replicaMagic)]) != replicaMagic {
+		t.Fatalf("%s is not a replica object", key)
+	}
+	var cat, id ids.ID
+	copy(cat[:], b[len(replicaMagic):])
+	copy(id[:], b[len(replicaMagic)+16:])
+	at := len(replicaMagic) + 32
+	dk, err := mk.Unwrap(b[at:at+seal.WrappedSize], cat, id)
+	if err != nil {
+		t.Fatalf("%s does not open with the master key: %v", key, err)
+	}
+	r, err := seal.NewReader(bytes.NewReader(b[at+seal.WrappedSize:]), dk, cat, id)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return body
 }

@@ -3,10 +3,8 @@ package reliability
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/replicaread"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
 
@@ -317,70 +316,15 @@ func (r *replicaEnv) objects(t *testing.T) []string {
 	return keys
 }
 
-// open reads a replica object's body, sealed as docs/FORMAT.md, "Replica
-// objects", says: a format line, the catalog's id, the object's id, its
-// wrapped data key, then the body.
+// open reads a replica object's body (the head's, every slot's), with
+// the master key of r's configuration.
 func (r *replicaEnv) open(t *testing.T, key string) []byte {
-	t.Helper()
-	rc, err := r.store(t).Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const magic = "vcon-server replica 1\n"
-	if key != "replica/head" || strings.HasPrefix(string(b), magic) {
-		return r.unseal(t, key, b)
-	}
-	// The head's slots (docs/FORMAT.md, "Replica objects"): a 2-byte
-	// length, then a head object, in each 4,096 bytes; every one that is
-	// not empty must open.
-	var bodies []byte
-	for off := 0; off < len(b); off += 4096 {
-		slot := b[off:min(off+4096, len(b))]
-		n := int(binary.BigEndian.Uint16(slot))
-		if n == 0 {
-			continue
-		}
-		if 2+n > len(slot) {
-			t.Fatalf("%s: slot %d says %d bytes and holds %d", key, off/4096+1, n, len(slot)-2)
-		}
-		bodies = append(bodies, r.unseal(t, key, slot[2:2+n])...)
-	}
-	return bodies
-}
-
-// unseal opens the replica object under key whose stored bytes are b.
-func (r *replicaEnv) unseal(t *testing.T, key string, b []byte) []byte {
 	t.Helper()
 	mk, err := seal.LoadMasterKey(r.Config.MasterKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const magic = "vcon-server replica 1\n"
-	if len(b) < len(magic)+32+seal.WrappedSize || string(b[:len(magic)]) != magic {
-		t.Fatalf("%s is not a replica object", key)
-	}
-	var cat, id ids.ID
-	copy(cat[:], b[len(magic):])
-	copy(id[:], b[len(magic)+16:])
-	at := len(magic) + 32
-	dk, err := mk.Unwrap(b[at:at+seal.WrappedSize], cat, id)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	sr, err := seal.NewReader(bytes.NewReader(b[at+seal.WrappedSize:]), dk, cat, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(sr)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return body
+	return replicaread.Body(t, r.store(t), mk, key)
 }
 
 // assertForgotten checks a finished purge's replica: one generation with

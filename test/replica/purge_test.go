@@ -3,9 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/vcon-server/vcon-server/objstore"
 	"github.com/vcon-server/vcon-server/seal"
 	"github.com/vcon-server/vcon-server/test/kit/apitest"
+	"github.com/vcon-server/vcon-server/test/kit/replicaread"
 	"github.com/vcon-server/vcon-server/test/kit/s3test"
 	"github.com/vcon-server/vcon-server/test/kit/testenv"
 )
@@ -199,69 +198,16 @@ func wrappedKeys(t *testing.T, e *testenv.Env, uuid string) [][]byte {
 	return out
 }
 
-// replicaMagic starts every replica object (docs/FORMAT.md, "Replica
-// objects"): then the catalog's id and the object's, its data key wrapped
-// under the master key, and the body sealed with that key.
-const replicaMagic = "vcon-server replica 1\n"
-
-// holdsAny opens the replica object under key with the master key and
-// reports whether its body holds any of the byte strings in secrets; of
-// the head, every slot's (docs/FORMAT.md, "Replica objects": a 2-byte
-// length, then a head object, in each 4,096 bytes).
+// holdsAny opens the replica object under key with the master key (the
+// head's every slot) and reports whether its body holds any of the byte
+// strings in secrets.
 func holdsAny(t *testing.T, s objstore.Store, mk *seal.MasterKey, key string, secrets [][]byte) bool {
 	t.Helper()
-	rc, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer rc.Close()
-	raw, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	objects := [][]byte{raw}
-	if key == "replica/head" && !bytes.HasPrefix(raw, []byte(replicaMagic)) {
-		objects = nil
-		for off := 0; off < len(raw); off += 4096 {
-			slot := raw[off:min(off+4096, len(raw))]
-			if n := int(binary.BigEndian.Uint16(slot)); n > 0 && 2+n <= len(slot) {
-				objects = append(objects, slot[2:2+n])
-			}
-		}
-	}
-	var body []byte
-	for _, obj := range objects {
-		body = append(body, unsealObject(t, mk, key, obj)...)
-	}
+	body := replicaread.Body(t, s, mk, key)
 	for _, secret := range secrets {
 		if len(secret) > 0 && bytes.Contains(body, secret) {
 			return true
 		}
 	}
 	return false
-}
-
-// unsealObject opens a replica object's stored bytes.
-func unsealObject(t *testing.T, mk *seal.MasterKey, key string, b []byte) []byte {
-	t.Helper()
-	if len(b) < len(replicaMagic)+32+seal.WrappedSize || string(b[:len(replicaMagic)]) != replicaMagic {
-		t.Fatalf("%s is not a replica object", key)
-	}
-	var cat, id ids.ID
-	copy(cat[:], b[len(replicaMagic):])
-	copy(id[:], b[len(replicaMagic)+16:])
-	at := len(replicaMagic) + 32
-	dk, err := mk.Unwrap(b[at:at+seal.WrappedSize], cat, id)
-	if err != nil {
-		t.Fatalf("%s does not open with the master key: %v", key, err)
-	}
-	r, err := seal.NewReader(bytes.NewReader(b[at+seal.WrappedSize:]), dk, cat, id)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	body, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return body
 }
